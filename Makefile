@@ -1,0 +1,30 @@
+GO ?= go
+PKGS := ./...
+
+.PHONY: run test bench lint fuzz build
+
+build:
+	$(GO) build -o bin/weir ./cmd/weir
+
+## run: a single broker on 127.0.0.1:9092 with data in ./data
+run: build
+	./bin/weir serve -log.dirs ./data
+
+## test: vet, unit and integration tests (race detector on), the crash test and fuzz seed corpora
+test: lint
+	$(GO) test -race -count=1 -timeout 12m $(PKGS)
+
+## bench: every go test -bench suite, with allocations
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)
+
+## fuzz: run each fuzz target for FUZZTIME (default 30s)
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzRecover -fuzztime $(FUZZTIME) ./engine/
+	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime $(FUZZTIME) ./record/
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)

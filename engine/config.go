@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/weir-mq/weir/segment"
+)
+
+// Config is one partition log's configuration. Field names follow Kafka's topic configs; the
+// broker-level defaults are the log.* keys of server.properties.
+type Config struct {
+	// SegmentBytes is segment.bytes / log.segment.bytes: roll when the active segment would exceed it.
+	SegmentBytes int64
+	// SegmentMs is segment.ms / log.roll.ms: roll when the active segment's first batch is older.
+	SegmentMs int64
+	// RetentionMs is retention.ms / log.retention.ms; -1 keeps segments forever.
+	RetentionMs int64
+	// RetentionBytes is retention.bytes / log.retention.bytes; -1 means no size limit.
+	RetentionBytes int64
+	// IndexIntervalBytes is index.interval.bytes / log.index.interval.bytes.
+	IndexIntervalBytes int
+	// MaxIndexBytes is segment.index.bytes / log.index.size.max.bytes.
+	MaxIndexBytes int
+	// MaxMessageBytes is max.message.bytes / message.max.bytes: the largest batch accepted.
+	MaxMessageBytes int
+	// FlushIntervalMessages is flush.messages / log.flush.interval.messages. 1 (weir's default)
+	// makes every acknowledged append durable, with group commit; larger values acknowledge from the
+	// page cache and fsync once that many messages are unflushed.
+	FlushIntervalMessages int64
+	// FlushIntervalMs is flush.ms / log.flush.interval.ms: also fsync when the oldest unflushed
+	// append is this old. 0 disables the timer.
+	FlushIntervalMs int64
+	// Now is the clock (tests inject one). Nil means time.Now.
+	Now func() time.Time
+	// Observer receives fsync measurements. Nil disables.
+	Observer Observer
+}
+
+// Observer receives the durability path's measurements (exported as metrics by the broker).
+type Observer interface {
+	// ObserveFsync is called once per flush cycle with the fdatasync time and the number of
+	// appends the cycle made durable (the group-commit batch size).
+	ObserveFsync(d time.Duration, appends int)
+}
+
+// DefaultConfig holds Kafka's defaults, with weir's durable acknowledgement.
+func DefaultConfig() Config {
+	return Config{
+		SegmentBytes:          1 << 30,
+		SegmentMs:             7 * 24 * 3600 * 1000,
+		RetentionMs:           7 * 24 * 3600 * 1000,
+		RetentionBytes:        -1,
+		IndexIntervalBytes:    4096,
+		MaxIndexBytes:         10 << 20,
+		MaxMessageBytes:       1048588,
+		FlushIntervalMessages: 1,
+		FlushIntervalMs:       0,
+	}
+}
+
+// Durable reports whether acknowledgements wait for fdatasync.
+func (c *Config) Durable() bool { return c.FlushIntervalMessages <= 1 }
+
+func (c *Config) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *Config) segmentConfig() segment.Config {
+	return segment.Config{IndexIntervalBytes: c.IndexIntervalBytes, MaxIndexBytes: c.MaxIndexBytes}
+}
+
+func (c *Config) fillDefaults() {
+	d := DefaultConfig()
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = d.SegmentBytes
+	}
+	if c.SegmentMs <= 0 {
+		c.SegmentMs = d.SegmentMs
+	}
+	if c.RetentionMs == 0 {
+		c.RetentionMs = d.RetentionMs
+	}
+	if c.RetentionBytes == 0 {
+		c.RetentionBytes = d.RetentionBytes
+	}
+	if c.IndexIntervalBytes <= 0 {
+		c.IndexIntervalBytes = d.IndexIntervalBytes
+	}
+	if c.MaxIndexBytes <= 0 {
+		c.MaxIndexBytes = d.MaxIndexBytes
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = d.MaxMessageBytes
+	}
+	if c.FlushIntervalMessages <= 0 {
+		c.FlushIntervalMessages = d.FlushIntervalMessages
+	}
+}

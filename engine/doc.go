@@ -1,0 +1,33 @@
+// Package engine owns partition logs and the log dirs that hold them.
+//
+// A Log is one partition: an ordered list of segments (package segment), the last one active.
+// Append validates a RecordBatch v2, assigns its offsets by writing baseOffset and the partition
+// leader epoch into the header in place (both lie outside the CRC: no re-encode, no
+// decompression), rolls by segment.bytes, segment.ms and index capacity, and writes the batch
+// to the page cache. Reads return file slices bounded by the high watermark (consumers) or the log
+// end (followers); the high watermark is set from outside (replication, or the broker after a
+// durable local append).
+//
+// Invariants: logStartOffset <= highWatermark <= logEndOffset, and recoveryPoint (the flushed
+// offset) <= logEndOffset. Readers never take the append lock: the segment list, log end, high
+// watermark, log start and flushed offsets are published atomically.
+//
+// Durability: with flush.messages = 1 (weir's default) an acknowledged append is fdatasync'd.
+// Each Log has a flusher goroutine doing group commit: a cycle snapshots the log end, syncs
+// without holding the append lock, and wakes every appender whose batch the sync covered, so N
+// concurrent durable appenders share one fdatasync. Rolled segments are sealed (fdatasync, index
+// trim and sync, directory fsync) by the same flusher, off the append path. Larger flush.messages
+// or flush.ms keep Kafka's page-cache-acknowledgement meaning. The first failed write or sync makes
+// the whole LogDir offline with a sticky KAFKA_STORAGE_ERROR; nothing is retried.
+//
+// Retention deletes whole segments, oldest first and never the active one, by retention.ms
+// (judged on a segment's largest timestamp) and retention.bytes, advancing the log start offset;
+// DeleteRecordsBefore advances it explicitly.
+//
+// The Manager opens every <topic>-<partition> directory of every log dir concurrently and keeps
+// Kafka's files: recovery-point-offset-checkpoint and log-start-offset-checkpoint (text format
+// "0\n<n>\n<topic> <partition> <offset>\n..."), partition.metadata (topic id) and the
+// .kafka_cleanshutdown marker. With the marker present nothing is scanned at start; without it,
+// segments from the one holding the recovery point on are recovered (CRC-checked, torn tails
+// truncated, indexes rebuilt) and later segments after a truncation are deleted.
+package engine

@@ -1,0 +1,220 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-mq/weir/segment"
+)
+
+// flushState is a log's group-commit flusher. One goroutine per log runs flush cycles; a cycle
+// snapshots the log end under the append lock, then (without it) seals rolled segments, syncs the
+// directory when segments were created, fdatasyncs the active segment, and publishes the flushed
+// offset, waking every appender waiting for an offset at or below it. N appenders waiting at once
+// share one fdatasync. Per-partition goroutines let syncs of different partitions run in parallel.
+type flushState struct {
+	// flushed is the offset below which everything is durable (the recovery point).
+	flushed atomic.Int64
+	// done is closed and replaced after each flush cycle (or failure); waiters block on it.
+	done atomic.Pointer[chan struct{}]
+
+	kick    chan struct{}
+	quit    chan struct{}
+	exited  chan struct{}
+	stopped sync.Once
+
+	// Guarded by the log's mu.
+	pendingSeal      []*segment.Segment
+	dirSyncNeeded    bool
+	unflushed        int64 // messages appended since the last flush snapshot
+	appendsUnflushed int
+	// lowestTruncation is the lowest log end set by a truncation since the last snapshot, or -1.
+	lowestTruncation int64
+}
+
+func (f *flushState) init(l *Log, flushed int64) {
+	f.flushed.Store(flushed)
+	ch := make(chan struct{})
+	f.done.Store(&ch)
+	f.kick = make(chan struct{}, 1)
+	f.quit = make(chan struct{})
+	f.exited = make(chan struct{})
+	f.lowestTruncation = -1
+	go f.loop(l)
+}
+
+// appendedLocked counts an append and reports whether a flush is due. Requires l.mu.
+func (f *flushState) appendedLocked(l *Log, messages int64) bool {
+	f.unflushed += messages
+	f.appendsUnflushed++
+	return f.unflushed >= l.cfg.FlushIntervalMessages
+}
+
+func (f *flushState) wake() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// rolled queues the segment that stopped being active for sealing. Requires l.mu.
+func (f *flushState) rolled(old *segment.Segment) {
+	if old.Acquire() {
+		f.pendingSeal = append(f.pendingSeal, old)
+	}
+	f.dirSyncNeeded = true
+}
+
+// truncated records a truncation to newEnd. Requires l.mu.
+func (f *flushState) truncated(newEnd int64) {
+	if f.lowestTruncation < 0 || newEnd < f.lowestTruncation {
+		f.lowestTruncation = newEnd
+	}
+	if f.flushed.Load() > newEnd {
+		f.flushed.Store(newEnd)
+	}
+}
+
+func (f *flushState) loop(l *Log) {
+	defer close(f.exited)
+	var tick <-chan time.Time
+	if l.cfg.FlushIntervalMs > 0 {
+		t := time.NewTicker(time.Duration(l.cfg.FlushIntervalMs) * time.Millisecond)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-f.kick:
+		case <-tick:
+		case <-f.quit:
+			f.cycle(l)
+			return
+		}
+		f.cycle(l)
+	}
+}
+
+// cycle runs one flush. Disk I/O happens without the append lock.
+func (f *flushState) cycle(l *Log) {
+	l.mu.Lock()
+	target := l.nextOffset
+	seal := f.pendingSeal
+	f.pendingSeal = nil
+	dirSync := f.dirSyncNeeded
+	f.dirSyncNeeded = false
+	appends := f.appendsUnflushed
+	f.appendsUnflushed = 0
+	f.unflushed = 0
+	f.lowestTruncation = -1
+	active := l.active
+	closed := l.closed || l.logDir.Err() != nil
+	if !closed && !active.Acquire() {
+		closed = true
+	}
+	l.mu.Unlock()
+	if closed {
+		for _, s := range seal {
+			s.Release()
+		}
+		f.publish()
+		return
+	}
+	defer active.Release()
+	if target <= f.flushed.Load() && len(seal) == 0 && !dirSync {
+		return
+	}
+	start := time.Now()
+	err := f.syncAll(l, seal, dirSync, active)
+	if err != nil {
+		l.logDir.Fail(err)
+		f.publish()
+		return
+	}
+	if o := l.cfg.Observer; o != nil {
+		o.ObserveFsync(time.Since(start), appends)
+	}
+	l.mu.Lock()
+	if f.lowestTruncation >= 0 && f.lowestTruncation < target {
+		target = f.lowestTruncation // bytes past a truncation point are not what we synced
+	}
+	if target > f.flushed.Load() {
+		f.flushed.Store(target)
+	}
+	l.mu.Unlock()
+	f.publish()
+}
+
+func (f *flushState) syncAll(l *Log, seal []*segment.Segment, dirSync bool, active *segment.Segment) error {
+	var firstErr error
+	for _, s := range seal {
+		if firstErr == nil {
+			firstErr = s.Seal()
+		}
+		s.Release()
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	if dirSync {
+		if err := l.fsys.SyncDir(l.dir); err != nil {
+			return err
+		}
+	}
+	return active.Sync()
+}
+
+// publish wakes every waiter (they re-check the flushed offset and the log dir's error).
+func (f *flushState) publish() {
+	ch := make(chan struct{})
+	old := f.done.Swap(&ch)
+	close(*old)
+}
+
+// stop ends the flusher after a last cycle.
+func (f *flushState) stop(l *Log) {
+	f.stopped.Do(func() { close(f.quit) })
+	<-f.exited
+}
+
+// AwaitDurable blocks until every offset below upTo is fdatasync'd, when the log's policy is
+// durable (flush.messages = 1); otherwise it returns at once. It fails with KAFKA_STORAGE_ERROR
+// if the log dir went offline.
+func (l *Log) AwaitDurable(upTo int64) error {
+	if !l.cfg.Durable() {
+		return nil
+	}
+	return l.WaitFlushed(upTo)
+}
+
+// WaitFlushed blocks until every offset below upTo is fdatasync'd, whatever the policy.
+func (l *Log) WaitFlushed(upTo int64) error {
+	f := &l.flush
+	for {
+		ch := f.done.Load()
+		if f.flushed.Load() >= upTo {
+			return nil
+		}
+		if err := l.logDir.Err(); err != nil {
+			return err
+		}
+		select {
+		case <-f.exited:
+			if f.flushed.Load() >= upTo {
+				return nil
+			}
+			return fmt.Errorf("log %s closed before offset %d was flushed", l.dir, upTo)
+		default:
+		}
+		f.wake()
+		select {
+		case <-*ch:
+		case <-f.exited:
+		}
+	}
+}
+
+// Flush makes everything appended so far durable.
+func (l *Log) Flush() error { return l.WaitFlushed(l.LogEndOffset()) }

@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/weir-mq/weir/segment"
+	"github.com/weir-mq/weir/vfs"
+)
+
+// OpenOptions says how to open one partition log.
+type OpenOptions struct {
+	FS        vfs.FS // nil = vfs.OS
+	LogDir    *LogDir
+	Dir       string // the partition directory, <log dir>/<topic>-<partition>
+	Topic     string
+	Partition int32
+	Config    Config
+	// CleanShutdown is true when the log dir's clean-shutdown marker was present: nothing is
+	// scanned. Otherwise segments from the one holding RecoveryPoint on are recovered.
+	CleanShutdown bool
+	// RecoveryPoint and LogStartOffset come from the log dir's checkpoint files (0 when absent).
+	RecoveryPoint  int64
+	LogStartOffset int64
+}
+
+// OpenLog opens the partition log in o.Dir, creating the directory and a first segment if needed,
+// and recovers it as OpenOptions says.
+func OpenLog(o OpenOptions) (*Log, error) {
+	if o.FS == nil {
+		o.FS = vfs.OS
+	}
+	if o.LogDir == nil {
+		o.LogDir = NewLogDir(filepath.Dir(o.Dir))
+	}
+	o.Config.fillDefaults()
+	l := &Log{dir: o.Dir, topic: o.Topic, partition: o.Partition, fsys: o.FS, logDir: o.LogDir, cfg: o.Config}
+	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open log %s: %w", o.Dir, err)
+	}
+	segs, err := l.openSegments()
+	if err != nil {
+		return nil, err
+	}
+	if len(segs) == 0 {
+		start := max(o.LogStartOffset, 0)
+		s, err := segment.Create(o.FS, o.Dir, start, o.Config.segmentConfig(), o.Config.now())
+		if err != nil {
+			return nil, fmt.Errorf("open log %s: %w", o.Dir, err)
+		}
+		if err := o.FS.SyncDir(o.Dir); err != nil {
+			return nil, fmt.Errorf("open log %s: %w", o.Dir, err)
+		}
+		segs = append(segs, s)
+	} else if segs, err = l.loadSegments(segs, o); err != nil {
+		for _, s := range segs {
+			s.Close()
+		}
+		return nil, err
+	}
+	last := segs[len(segs)-1]
+	l.active = last
+	l.nextOffset = last.NextOffset()
+	l.segments.Store(&segs)
+	l.end.store(l.nextOffset, last.BaseOffset(), last.Size())
+	l.hw.store(l.nextOffset, last.BaseOffset(), last.Size())
+	start := max(o.LogStartOffset, segs[0].BaseOffset())
+	start = min(start, l.nextOffset)
+	l.logStartOffset.Store(start)
+	l.flush.init(l, l.nextOffset)
+	return l, nil
+}
+
+// openSegments opens every segment file of the directory, sorted by base offset, and removes
+// leftovers: files marked .deleted or .cleaned, and indexes without a .log.
+func (l *Log) openSegments() ([]*segment.Segment, error) {
+	entries, err := l.fsys.ReadDir(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("list log %s: %w", l.dir, err)
+	}
+	logs := map[int64]bool{}
+	var bases []int64
+	for _, e := range entries {
+		if base, ok := segment.ParseFileName(e.Name(), segment.LogSuffix); ok {
+			logs[base] = true
+			bases = append(bases, base)
+		}
+	}
+	for _, e := range entries {
+		name := e.Name()
+		stray := strings.HasSuffix(name, segment.DeletedSuffix) || strings.HasSuffix(name, segment.CleanedSuffix)
+		for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
+			if base, ok := segment.ParseFileName(name, suffix); ok && !logs[base] {
+				stray = true
+			}
+		}
+		if stray {
+			if err := l.fsys.Remove(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("remove leftover %s: %w", name, err)
+			}
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	segs := make([]*segment.Segment, 0, len(bases))
+	for _, b := range bases {
+		s, err := segment.Open(l.fsys, l.dir, b, l.cfg.segmentConfig())
+		if err != nil {
+			for _, s := range segs {
+				s.Close()
+			}
+			return nil, err
+		}
+		segs = append(segs, s)
+	}
+	return segs, nil
+}
+
+// loadSegments restores every segment's state: after a clean shutdown from the indexes (the last
+// segment also reads the few batches after its last index entry); after a crash, segments from the
+// one holding the recovery point on are recovered, and everything after a torn or corrupt batch is
+// deleted. A segment whose index fails its sanity check is recovered in either case.
+func (l *Log) loadSegments(segs []*segment.Segment, o OpenOptions) ([]*segment.Segment, error) {
+	firstUnflushed := len(segs)
+	if !o.CleanShutdown {
+		firstUnflushed = sort.Search(len(segs), func(i int) bool { return segs[i].BaseOffset() > o.RecoveryPoint }) - 1
+		firstUnflushed = max(firstUnflushed, 0)
+	}
+	for i, s := range segs {
+		isLast := i == len(segs)-1
+		needRecovery := i >= firstUnflushed
+		if !needRecovery {
+			if err := s.SanityCheck(); err != nil {
+				slog.Warn("index failed sanity check; rebuilding", "segment", s.LogPath(), "err", err)
+				needRecovery = true
+			}
+		}
+		if !needRecovery {
+			if isLast {
+				if err := s.LoadTail(); err != nil {
+					slog.Warn("segment tail unreadable; recovering", "segment", s.LogPath(), "err", err)
+					needRecovery = true
+				}
+			} else {
+				s.LoadSealed(segs[i+1].BaseOffset())
+			}
+		}
+		if !needRecovery {
+			continue
+		}
+		truncated, err := s.Recover()
+		if err != nil {
+			return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)
+		}
+		if err := s.Sync(); err != nil {
+			return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)
+		}
+		if truncated > 0 {
+			slog.Warn("truncated torn or corrupt tail", "segment", s.LogPath(), "bytes", truncated)
+		}
+		if truncated > 0 || (!isLast && segs[i+1].BaseOffset() < s.NextOffset()) {
+			for _, later := range segs[i+1:] {
+				slog.Warn("deleting segment after a truncated one", "segment", later.LogPath())
+				if err := later.Delete(); err != nil {
+					return segs[:i+1], err
+				}
+			}
+			segs = segs[:i+1]
+			if err := l.fsys.SyncDir(l.dir); err != nil {
+				return segs, fmt.Errorf("recover %s: %w", l.dir, err)
+			}
+			break
+		}
+		if !isLast {
+			if err := s.MarkInactive(); err != nil {
+				return segs, err
+			}
+			if err := s.Seal(); err != nil {
+				return segs, err
+			}
+		}
+	}
+	return segs, nil
+}

@@ -1,0 +1,565 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/weir-mq/weir/record"
+	"github.com/weir-mq/weir/segment"
+	"github.com/weir-mq/weir/vfs"
+)
+
+// Log is one partition's log on disk: an ordered list of segments, the last one active.
+//
+// Invariant: logStartOffset <= highWatermark <= logEndOffset; flushed <= logEndOffset.
+// The segment list, log end, high watermark, log start and flushed offset are published
+// atomically: readers never take the append lock.
+type Log struct {
+	dir       string
+	topic     string
+	partition int32
+	fsys      vfs.FS
+	logDir    *LogDir
+	cfg       Config
+
+	// mu is the append lock: one appender (or truncation, roll, retention) at a time.
+	mu sync.Mutex
+	// active is the last segment. Guarded by mu.
+	active *segment.Segment
+	// nextOffset is the log end offset. Guarded by mu; published in end.
+	nextOffset int64
+	// leaderEpoch is stamped into appended batches. Guarded by mu.
+	leaderEpoch int32
+	closed      bool
+
+	segments       atomic.Pointer[[]*segment.Segment]
+	end            position // log end offset and its place
+	hw             position // high watermark and its place
+	hwMu           sync.Mutex
+	logStartOffset atomic.Int64
+
+	flush flushState
+}
+
+// AppendInfo describes an appended batch.
+type AppendInfo struct {
+	BaseOffset   int64
+	LastOffset   int64
+	MaxTimestamp int64
+	// Position is the batch's byte position in its segment, SegmentBase that segment's base offset.
+	Position    int64
+	SegmentBase int64
+	Records     int32
+}
+
+// Isolation bounds a read.
+type Isolation int
+
+const (
+	// ReadUpToHighWatermark is what consumers see.
+	ReadUpToHighWatermark Isolation = iota
+	// ReadUpToLogEnd is what followers fetch.
+	ReadUpToLogEnd
+)
+
+// Topic, Partition and Dir identify the log.
+func (l *Log) Topic() string    { return l.topic }
+func (l *Log) Partition() int32 { return l.partition }
+func (l *Log) Dir() string      { return l.dir }
+
+// Config returns the log's configuration.
+func (l *Log) Config() Config { return l.cfg }
+
+// LogEndOffset is the offset the next appended batch gets.
+func (l *Log) LogEndOffset() int64 { o, _, _ := l.end.load(); return o }
+
+// LogStartOffset is the first offset a reader may fetch.
+func (l *Log) LogStartOffset() int64 { return l.logStartOffset.Load() }
+
+// HighWatermark is the upper bound of consumer reads.
+func (l *Log) HighWatermark() int64 { o, _, _ := l.hw.load(); return o }
+
+// RecoveryPoint is the offset below which everything is fdatasync'd.
+func (l *Log) RecoveryPoint() int64 { return l.flush.flushed.Load() }
+
+// Segments returns the current segment list (do not modify it; Acquire before using a segment
+// that retention might delete).
+func (l *Log) Segments() []*segment.Segment { return *l.segments.Load() }
+
+// Size is the total size of the log's segments in bytes.
+func (l *Log) Size() int64 {
+	var n int64
+	for _, s := range l.Segments() {
+		n += s.Size()
+	}
+	return n
+}
+
+// SetLeaderEpoch sets the partition leader epoch stamped into appended batches.
+func (l *Log) SetLeaderEpoch(epoch int32) {
+	l.mu.Lock()
+	l.leaderEpoch = epoch
+	l.mu.Unlock()
+}
+
+// Append validates batch (one RecordBatch v2, as a Produce request carries it), assigns its
+// offsets by writing baseOffset and the leader epoch into the header in place, and writes it to
+// the active segment, rolling first when needed. It returns once the bytes are in the page cache;
+// AwaitDurable waits for the fdatasync when the log's policy is durable. batch is modified in
+// place and not retained.
+func (l *Log) Append(batch []byte) (AppendInfo, error) {
+	h, err := record.Validate(batch, l.cfg.MaxMessageBytes)
+	if err != nil {
+		return AppendInfo{}, err
+	}
+	if int64(len(batch)) > l.cfg.SegmentBytes {
+		return AppendInfo{}, fmt.Errorf("batch of %d bytes exceeds segment.bytes %d: %w", len(batch), l.cfg.SegmentBytes, kerr.RecordListTooLarge)
+	}
+	l.mu.Lock()
+	if err := l.writableLocked(); err != nil {
+		l.mu.Unlock()
+		return AppendInfo{}, err
+	}
+	h.BaseOffset = l.nextOffset
+	h.PartitionLeaderEpoch = l.leaderEpoch
+	record.SetBaseOffset(batch, h.BaseOffset)
+	record.SetPartitionLeaderEpoch(batch, h.PartitionLeaderEpoch)
+	info, err := l.appendLocked(batch, &h)
+	due := err == nil && l.flush.appendedLocked(l, int64(h.RecordCount))
+	l.mu.Unlock()
+	if due {
+		l.flush.wake()
+	}
+	return info, err
+}
+
+// AppendStored appends batches whose offsets were assigned elsewhere (a follower copying its
+// leader, or tools): each batch is checked like a stored one and must start at or after the
+// log end. It returns the info of the last batch.
+func (l *Log) AppendStored(batches []byte) (AppendInfo, error) {
+	var info AppendInfo
+	l.mu.Lock()
+	defer func() {
+		due := info.Records > 0 && l.flush.appendedLocked(l, int64(info.Records))
+		l.mu.Unlock()
+		if due {
+			l.flush.wake()
+		}
+	}()
+	if err := l.writableLocked(); err != nil {
+		return info, err
+	}
+	records := int32(0)
+	for len(batches) > 0 {
+		h, err := record.CheckStored(batches)
+		if err != nil {
+			return info, err
+		}
+		if h.BaseOffset < l.nextOffset {
+			return info, fmt.Errorf("stored batch at offset %d below log end %d: %w", h.BaseOffset, l.nextOffset, kerr.InvalidRecord)
+		}
+		b := batches[:h.Size()]
+		batches = batches[h.Size():]
+		in, err := l.appendLocked(b, &h)
+		if err != nil {
+			return info, err
+		}
+		records += h.RecordCount
+		info = in
+		info.Records = records
+	}
+	return info, nil
+}
+
+func (l *Log) writableLocked() error {
+	if l.closed {
+		return fmt.Errorf("log %s is closed: %w", l.dir, kerr.NotLeaderForPartition)
+	}
+	return l.logDir.Err()
+}
+
+// appendLocked writes one batch with offsets assigned. Requires l.mu.
+func (l *Log) appendLocked(batch []byte, h *record.Header) (AppendInfo, error) {
+	if l.shouldRollLocked(h, int64(len(batch))) {
+		if err := l.rollLocked(h.BaseOffset); err != nil {
+			return AppendInfo{}, l.logDir.Fail(err)
+		}
+	}
+	pos, err := l.active.Append(batch, h)
+	if err != nil {
+		return AppendInfo{}, l.logDir.Fail(err)
+	}
+	l.nextOffset = h.NextOffset()
+	l.end.store(l.nextOffset, l.active.BaseOffset(), pos+int64(len(batch)))
+	return AppendInfo{
+		BaseOffset:   h.BaseOffset,
+		LastOffset:   h.LastOffset(),
+		MaxTimestamp: h.MaxTimestamp,
+		Position:     pos,
+		SegmentBase:  l.active.BaseOffset(),
+		Records:      h.RecordCount,
+	}, nil
+}
+
+// shouldRollLocked is Kafka's roll rule: the active segment is non-empty and the batch would
+// overflow segment.bytes, or segment.ms has passed since its first batch, or the batch's offsets
+// do not fit the segment's indexes.
+func (l *Log) shouldRollLocked(h *record.Header, size int64) bool {
+	s := l.active
+	if s.Size() == 0 {
+		return false
+	}
+	if s.Size() > l.cfg.SegmentBytes-size {
+		return true
+	}
+	if !s.CanHold(h.LastOffset()) {
+		return true
+	}
+	var waited int64
+	if first := s.FirstBatchTimestamp(); first >= 0 && h.MaxTimestamp >= 0 {
+		waited = h.MaxTimestamp - first
+	} else {
+		waited = l.cfg.now().Sub(s.Created()).Milliseconds()
+	}
+	return waited > l.cfg.SegmentMs
+}
+
+// rollLocked seals the active segment and starts a new one at baseOffset. The old segment's
+// fdatasync, index trim and the directory sync happen in the flusher, off the append lock.
+func (l *Log) rollLocked(baseOffset int64) error {
+	old := l.active
+	if err := old.MarkInactive(); err != nil {
+		return err
+	}
+	seg, err := segment.Create(l.fsys, l.dir, baseOffset, l.cfg.segmentConfig(), l.cfg.now())
+	if err != nil {
+		return fmt.Errorf("roll %s at %d: %w", l.dir, baseOffset, err)
+	}
+	l.flush.rolled(old)
+	l.active = seg
+	segs := append(append(make([]*segment.Segment, 0, len(l.Segments())+1), l.Segments()...), seg)
+	l.segments.Store(&segs)
+	return nil
+}
+
+// Roll forces a roll if the active segment holds data.
+func (l *Log) Roll() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return err
+	}
+	if l.active.Size() == 0 {
+		return nil
+	}
+	if err := l.rollLocked(l.nextOffset); err != nil {
+		return l.logDir.Fail(err)
+	}
+	return nil
+}
+
+// SetHighWatermark moves the high watermark to offset, clamped to [log start, log end].
+func (l *Log) SetHighWatermark(offset int64) error {
+	l.hwMu.Lock()
+	defer l.hwMu.Unlock()
+	endOffset, endBase, endPos := l.end.load()
+	if offset >= endOffset {
+		l.hw.store(endOffset, endBase, endPos)
+		return nil
+	}
+	if ls := l.logStartOffset.Load(); offset < ls {
+		offset = ls
+	}
+	seg, ok := l.acquireSegmentFor(offset)
+	if !ok {
+		return fmt.Errorf("set high watermark of %s to %d: no segment: %w", l.dir, offset, kerr.OffsetOutOfRange)
+	}
+	defer seg.Release()
+	pos, h, found, err := seg.TranslateOffset(offset)
+	if err != nil {
+		return fmt.Errorf("set high watermark of %s to %d: %w", l.dir, offset, err)
+	}
+	if found && h.BaseOffset < offset {
+		// The watermark falls inside a batch: readers stop before that whole batch.
+		offset = h.BaseOffset
+	}
+	l.hw.store(offset, seg.BaseOffset(), pos)
+	return nil
+}
+
+// acquireSegmentFor returns, with a reference held, the segment whose range holds offset (the
+// last one with base <= offset).
+func (l *Log) acquireSegmentFor(offset int64) (*segment.Segment, bool) {
+	for {
+		p := l.segments.Load()
+		segs := *p
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].BaseOffset() > offset }) - 1
+		if i < 0 {
+			return nil, false
+		}
+		if segs[i].Acquire() {
+			return segs[i], true
+		}
+		if l.segments.Load() == p {
+			return nil, false // the list did not change: the log is closing
+		}
+	}
+}
+
+// TruncateTo removes every batch at or after offset (a batch holding offset goes whole), for a
+// follower whose tail diverged from its leader.
+func (l *Log) TruncateTo(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writableLocked(); err != nil {
+		return err
+	}
+	if offset >= l.nextOffset {
+		return nil
+	}
+	if offset < l.logStartOffset.Load() {
+		offset = l.logStartOffset.Load()
+	}
+	segs := l.Segments()
+	keep := segs[:0:0]
+	var doomed []*segment.Segment
+	for _, s := range segs {
+		if s.BaseOffset() >= offset && s.BaseOffset() > segs[0].BaseOffset() {
+			doomed = append(doomed, s)
+		} else {
+			keep = append(keep, s)
+		}
+	}
+	last := keep[len(keep)-1]
+	next, err := last.TruncateTo(offset)
+	if err != nil {
+		return l.logDir.Fail(err)
+	}
+	l.active = last
+	l.nextOffset = next
+	l.segments.Store(&keep)
+	l.end.store(next, last.BaseOffset(), last.Size())
+	if hw := l.HighWatermark(); hw > next {
+		l.hw.store(next, last.BaseOffset(), last.Size())
+	}
+	l.flush.truncated(next)
+	for _, s := range doomed {
+		if err := s.Delete(); err != nil {
+			return l.logDir.Fail(err)
+		}
+	}
+	return nil
+}
+
+// Read returns the bytes of the batches from offset on, at most maxBytes (but at least the whole
+// first batch, as Kafka's fetch does), bounded by the high watermark or the log end. The result
+// holds a segment reference until Slice.Release. A read at the bound returns an empty slice; an
+// offset outside [log start, bound] is OFFSET_OUT_OF_RANGE.
+func (l *Log) Read(offset int64, maxBytes int64, iso Isolation) (segment.Slice, error) {
+	var boundOffset, boundBase, boundPos int64
+	if iso == ReadUpToLogEnd {
+		boundOffset, boundBase, boundPos = l.end.load()
+	} else {
+		boundOffset, boundBase, boundPos = l.hw.load()
+	}
+	if start := l.logStartOffset.Load(); offset < start || offset > boundOffset {
+		return segment.Slice{}, fmt.Errorf("offset %d outside [%d, %d] of %s: %w", offset, start, boundOffset, l.dir, kerr.OffsetOutOfRange)
+	}
+	for offset < boundOffset {
+		seg, ok := l.acquireSegmentFor(offset)
+		if !ok {
+			return segment.Slice{}, fmt.Errorf("read %s at %d: no segment: %w", l.dir, offset, kerr.OffsetOutOfRange)
+		}
+		pos, h, found, err := seg.TranslateOffset(offset)
+		if err != nil {
+			seg.Release()
+			return segment.Slice{}, fmt.Errorf("read %s at %d: %w", l.dir, offset, err)
+		}
+		if !found {
+			// Nothing at or after offset in this segment: continue in the next one.
+			next := l.nextSegmentBase(seg.BaseOffset())
+			seg.Release()
+			if next < 0 {
+				break
+			}
+			offset = next
+			continue
+		}
+		maxPos := seg.Size()
+		if boundBase == seg.BaseOffset() {
+			maxPos = boundPos
+		}
+		if pos >= maxPos {
+			seg.Release()
+			break
+		}
+		length := maxBytes
+		if length < h.Size() {
+			length = h.Size()
+		}
+		if length > maxPos-pos {
+			length = maxPos - pos
+		}
+		sl, ok := seg.Slice(pos, length)
+		seg.Release()
+		if !ok {
+			continue
+		}
+		return sl, nil
+	}
+	return segment.Slice{}, nil
+}
+
+func (l *Log) nextSegmentBase(base int64) int64 {
+	segs := l.Segments()
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].BaseOffset() > base })
+	if i >= len(segs) {
+		return -1
+	}
+	return segs[i].BaseOffset()
+}
+
+// OffsetForTimestamp returns the first offset whose batch max timestamp is >= ts and that
+// batch's max timestamp, or (-1, -1) when every batch is older. The offset returned is the
+// batch's base offset (clients skip earlier records of the batch).
+func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, err error) {
+	for _, s := range l.Segments() {
+		if s.MaxTimestamp() < ts {
+			continue
+		}
+		if !s.Acquire() {
+			continue
+		}
+		pos, h, found, err := s.FindTimestamp(ts)
+		s.Release()
+		_ = pos
+		if err != nil {
+			return -1, -1, err
+		}
+		if found {
+			o := h.BaseOffset
+			if ls := l.LogStartOffset(); o < ls {
+				o = ls
+			}
+			return o, h.MaxTimestamp, nil
+		}
+	}
+	return -1, -1, nil
+}
+
+// DeleteRecordsBefore advances the log start offset to offset (Kafka's DeleteRecords); offset
+// may not pass the high watermark. Segments wholly below it are deleted.
+func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
+	if hw := l.HighWatermark(); offset > hw {
+		return l.LogStartOffset(), fmt.Errorf("delete records of %s before %d past high watermark %d: %w", l.dir, offset, hw, kerr.OffsetOutOfRange)
+	}
+	l.mu.Lock()
+	if offset > l.logStartOffset.Load() {
+		l.logStartOffset.Store(offset)
+	}
+	doomed := l.dropSegmentsLocked(func(s *segment.Segment, next int64) bool { return next <= l.logStartOffset.Load() })
+	l.mu.Unlock()
+	return l.LogStartOffset(), l.deleteSegments(doomed)
+}
+
+// dropSegmentsLocked removes leading segments (never the active one) while keep returns true for
+// them, given each segment's successor's base offset, and advances the log start offset past
+// them. It returns the removed segments for deletion outside the lock.
+func (l *Log) dropSegmentsLocked(drop func(s *segment.Segment, nextBase int64) bool) []*segment.Segment {
+	segs := l.Segments()
+	n := 0
+	for n < len(segs)-1 && drop(segs[n], segs[n+1].BaseOffset()) {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	rest := append([]*segment.Segment(nil), segs[n:]...)
+	l.segments.Store(&rest)
+	if b := rest[0].BaseOffset(); b > l.logStartOffset.Load() {
+		l.logStartOffset.Store(b)
+	}
+	if hwOff, _, _ := l.hw.load(); hwOff < l.logStartOffset.Load() {
+		l.hw.store(l.logStartOffset.Load(), rest[0].BaseOffset(), 0)
+	}
+	return segs[:n:n]
+}
+
+func (l *Log) deleteSegments(doomed []*segment.Segment) error {
+	var errs []error
+	for _, s := range doomed {
+		if err := s.Delete(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// DeleteExpiredSegments applies retention.ms (on each segment's largest timestamp) and
+// retention.bytes, oldest first, whole segments only and never the active one. It returns how
+// many segments it deleted.
+func (l *Log) DeleteExpiredSegments() (int, error) {
+	now := l.cfg.now().UnixMilli()
+	l.mu.Lock()
+	var doomed []*segment.Segment
+	if l.cfg.RetentionMs >= 0 {
+		doomed = append(doomed, l.dropSegmentsLocked(func(s *segment.Segment, _ int64) bool {
+			ts := s.MaxTimestamp()
+			if ts < 0 {
+				ts = s.Created().UnixMilli()
+			}
+			return now-ts > l.cfg.RetentionMs
+		})...)
+	}
+	if l.cfg.RetentionBytes >= 0 {
+		excess := l.Size() - l.cfg.RetentionBytes
+		doomed = append(doomed, l.dropSegmentsLocked(func(s *segment.Segment, _ int64) bool {
+			if excess-s.Size() < 0 {
+				return false
+			}
+			excess -= s.Size()
+			return true
+		})...)
+	}
+	l.mu.Unlock()
+	return len(doomed), l.deleteSegments(doomed)
+}
+
+// Close flushes (when the log is durable, or as a clean shutdown always does), trims the
+// indexes and closes every segment.
+func (l *Log) Close() error {
+	l.flush.stop(l)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	var errs []error
+	for _, s := range l.Segments() {
+		if err := s.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Delete closes the log and removes its directory.
+func (l *Log) deleteFiles() error {
+	l.flush.stop(l)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	var errs []error
+	for _, s := range l.Segments() {
+		if err := s.Delete(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,456 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/weir-mq/weir/vfs"
+)
+
+// ManagerConfig configures the Manager.
+type ManagerConfig struct {
+	// Dirs are log.dirs.
+	Dirs []string
+	// FS is the filesystem seam; nil = vfs.OS.
+	FS vfs.FS
+	// Default is the configuration of every log; ConfigFor, when set, overrides it per topic.
+	Default   Config
+	ConfigFor func(topic string) Config
+	// RecoveryThreadsPerDir is num.recovery.threads.per.data.dir (0 = GOMAXPROCS).
+	RecoveryThreadsPerDir int
+	// RetentionCheckInterval is log.retention.check.interval.ms (0 = 5 minutes; <0 disables).
+	RetentionCheckInterval time.Duration
+	// CheckpointInterval is log.flush.offset.checkpoint.interval.ms (0 = 1 minute; <0 disables).
+	CheckpointInterval time.Duration
+}
+
+type dirState struct {
+	*LogDir
+	recoveryPoints map[TopicPartition]int64
+	logStarts      map[TopicPartition]int64
+	clean          bool
+}
+
+// Manager owns every partition log of the log dirs: it opens them concurrently at start, keeps
+// the recovery-point and log-start checkpoints, runs retention, and writes the clean-shutdown
+// marker on Close. After a clean shutdown nothing is rescanned; after a crash only segments above
+// each log's recovery point are.
+type Manager struct {
+	cfg  ManagerConfig
+	fsys vfs.FS
+	dirs []*dirState
+
+	mu     sync.RWMutex
+	logs   map[TopicPartition]*Log
+	dirOf  map[TopicPartition]*dirState
+	ids    map[TopicPartition][16]byte
+	closed bool
+
+	// ckptMu serializes checkpoint writers.
+	ckptMu sync.Mutex
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// OpenManager opens every <topic>-<partition> directory of every log dir.
+func OpenManager(cfg ManagerConfig) (*Manager, error) {
+	if len(cfg.Dirs) == 0 {
+		return nil, errors.New("open log manager: no log dirs")
+	}
+	if cfg.FS == nil {
+		cfg.FS = vfs.OS
+	}
+	if cfg.RecoveryThreadsPerDir <= 0 {
+		cfg.RecoveryThreadsPerDir = runtime.GOMAXPROCS(0)
+	}
+	if cfg.RetentionCheckInterval == 0 {
+		cfg.RetentionCheckInterval = 5 * time.Minute
+	}
+	if cfg.CheckpointInterval == 0 {
+		cfg.CheckpointInterval = time.Minute
+	}
+	m := &Manager{
+		cfg: cfg, fsys: cfg.FS,
+		logs: map[TopicPartition]*Log{}, dirOf: map[TopicPartition]*dirState{}, ids: map[TopicPartition][16]byte{},
+		stop: make(chan struct{}),
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(cfg.Dirs))
+	for i, path := range cfg.Dirs {
+		d, err := m.prepareDir(path)
+		if err != nil {
+			m.closeLogs()
+			return nil, err
+		}
+		m.dirs = append(m.dirs, d)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = m.loadDir(d)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		m.closeLogs()
+		return nil, err
+	}
+	m.startLoops()
+	return m, nil
+}
+
+// prepareDir reads a log dir's checkpoints and consumes its clean-shutdown marker: it is removed
+// (durably) before any log is served, so a crash from now on is seen as unclean.
+func (m *Manager) prepareDir(path string) (*dirState, error) {
+	if err := m.fsys.MkdirAll(path, 0o755); err != nil {
+		return nil, fmt.Errorf("log dir %s: %w", path, err)
+	}
+	d := &dirState{LogDir: NewLogDir(path)}
+	var err error
+	if d.recoveryPoints, err = ReadCheckpoint(filepath.Join(path, RecoveryPointCheckpointFile)); err != nil {
+		slog.Warn("ignoring unreadable checkpoint; recovering every segment", "err", err)
+		d.recoveryPoints = map[TopicPartition]int64{}
+	}
+	if d.logStarts, err = ReadCheckpoint(filepath.Join(path, LogStartOffsetCheckpointFile)); err != nil {
+		slog.Warn("ignoring unreadable checkpoint", "err", err)
+		d.logStarts = map[TopicPartition]int64{}
+	}
+	marker := filepath.Join(path, CleanShutdownFile)
+	if _, err := m.fsys.Stat(marker); err == nil {
+		d.clean = true
+		if err := m.fsys.Remove(marker); err != nil {
+			return nil, fmt.Errorf("log dir %s: remove clean shutdown marker: %w", path, err)
+		}
+		if err := m.fsys.SyncDir(path); err != nil {
+			return nil, fmt.Errorf("log dir %s: %w", path, err)
+		}
+	}
+	return d, nil
+}
+
+// loadDir opens the partition logs of one dir with RecoveryThreadsPerDir workers.
+func (m *Manager) loadDir(d *dirState) error {
+	entries, err := m.fsys.ReadDir(d.Path)
+	if err != nil {
+		return fmt.Errorf("list log dir %s: %w", d.Path, err)
+	}
+	work := make(chan TopicPartition)
+	var wg sync.WaitGroup
+	var errMu sync.Mutex
+	var errs []error
+	for range m.cfg.RecoveryThreadsPerDir {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for tp := range work {
+				if err := m.openLog(d, tp); err != nil {
+					errMu.Lock()
+					errs = append(errs, err)
+					errMu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if tp, ok := ParsePartitionDir(e.Name()); ok {
+			work <- tp
+		} else if filepath.Ext(e.Name()) != "" && len(e.Name()) > 7 && e.Name()[len(e.Name())-7:] == "-delete" {
+			_ = os.RemoveAll(filepath.Join(d.Path, e.Name()))
+		}
+	}
+	close(work)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (m *Manager) configFor(topic string) Config {
+	if m.cfg.ConfigFor != nil {
+		return m.cfg.ConfigFor(topic)
+	}
+	return m.cfg.Default
+}
+
+func (m *Manager) openLog(d *dirState, tp TopicPartition) error {
+	dir := filepath.Join(d.Path, tp.String())
+	l, err := OpenLog(OpenOptions{
+		FS: m.fsys, LogDir: d.LogDir, Dir: dir, Topic: tp.Topic, Partition: tp.Partition,
+		Config: m.configFor(tp.Topic), CleanShutdown: d.clean,
+		RecoveryPoint: d.recoveryPoints[tp], LogStartOffset: d.logStarts[tp],
+	})
+	if err != nil {
+		return err
+	}
+	id, hasID, err := ReadPartitionMetadata(dir)
+	if err != nil {
+		slog.Warn("unreadable partition.metadata", "dir", dir, "err", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.logs[tp] = l
+	m.dirOf[tp] = d
+	if hasID {
+		m.ids[tp] = id
+	}
+	return nil
+}
+
+// Log returns the log of tp.
+func (m *Manager) Log(tp TopicPartition) (*Log, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	l, ok := m.logs[tp]
+	return l, ok
+}
+
+// TopicID returns the topic id kept in tp's partition.metadata.
+func (m *Manager) TopicID(tp TopicPartition) ([16]byte, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	id, ok := m.ids[tp]
+	return id, ok
+}
+
+// Logs returns every log, sorted by topic and partition.
+func (m *Manager) Logs() map[TopicPartition]*Log {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make(map[TopicPartition]*Log, len(m.logs))
+	for tp, l := range m.logs {
+		out[tp] = l
+	}
+	return out
+}
+
+// CreateLog creates the log of tp (or returns the existing one) in the log dir holding the fewest
+// partitions, and records the topic id in partition.metadata.
+func (m *Manager) CreateLog(tp TopicPartition, topicID [16]byte) (*Log, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, errors.New("log manager closed")
+	}
+	if l, ok := m.logs[tp]; ok {
+		return l, nil
+	}
+	counts := map[*dirState]int{}
+	for _, d := range m.dirOf {
+		counts[d]++
+	}
+	var d *dirState
+	for _, cand := range m.dirs {
+		if cand.Err() != nil {
+			continue
+		}
+		if d == nil || counts[cand] < counts[d] {
+			d = cand
+		}
+	}
+	if d == nil {
+		return nil, fmt.Errorf("create log %s: every log dir is offline: %w", tp, m.dirs[0].Err())
+	}
+	dir := filepath.Join(d.Path, tp.String())
+	l, err := OpenLog(OpenOptions{FS: m.fsys, LogDir: d.LogDir, Dir: dir, Topic: tp.Topic, Partition: tp.Partition, Config: m.configFor(tp.Topic), CleanShutdown: true})
+	if err != nil {
+		return nil, err
+	}
+	if err := WritePartitionMetadata(m.fsys, dir, topicID); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if err := m.fsys.SyncDir(d.Path); err != nil {
+		l.Close()
+		return nil, d.Fail(err)
+	}
+	m.logs[tp] = l
+	m.dirOf[tp] = d
+	m.ids[tp] = topicID
+	return l, nil
+}
+
+// DeleteLog closes tp's log and removes its directory: renamed to <dir>.<random>-delete first (so
+// a crash midway never resurrects it), then removed.
+func (m *Manager) DeleteLog(tp TopicPartition) error {
+	m.mu.Lock()
+	l, ok := m.logs[tp]
+	d := m.dirOf[tp]
+	delete(m.logs, tp)
+	delete(m.dirOf, tp)
+	delete(m.ids, tp)
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := l.Close(); err != nil {
+		slog.Warn("close deleted log", "partition", tp, "err", err)
+	}
+	var suffix [8]byte
+	_, _ = rand.Read(suffix[:])
+	doomed := l.Dir() + "." + hex.EncodeToString(suffix[:]) + "-delete"
+	if err := m.fsys.Rename(l.Dir(), doomed); err != nil {
+		return fmt.Errorf("delete log %s: %w", tp, err)
+	}
+	if err := m.fsys.SyncDir(d.Path); err != nil {
+		return d.Fail(err)
+	}
+	if err := os.RemoveAll(doomed); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete log %s: %w", tp, err)
+	}
+	return nil
+}
+
+// Checkpoint writes every online log dir's recovery-point and log-start checkpoints.
+func (m *Manager) Checkpoint() error {
+	m.ckptMu.Lock()
+	defer m.ckptMu.Unlock()
+	m.mu.RLock()
+	rps := map[*dirState]map[TopicPartition]int64{}
+	starts := map[*dirState]map[TopicPartition]int64{}
+	for _, d := range m.dirs {
+		rps[d] = map[TopicPartition]int64{}
+		starts[d] = map[TopicPartition]int64{}
+	}
+	for tp, l := range m.logs {
+		d := m.dirOf[tp]
+		rps[d][tp] = l.RecoveryPoint()
+		starts[d][tp] = l.LogStartOffset()
+	}
+	m.mu.RUnlock()
+	var errs []error
+	for _, d := range m.dirs {
+		if d.Err() != nil {
+			continue
+		}
+		if err := WriteCheckpoint(m.fsys, filepath.Join(d.Path, RecoveryPointCheckpointFile), rps[d]); err != nil {
+			errs = append(errs, d.Fail(err))
+			continue
+		}
+		if err := WriteCheckpoint(m.fsys, filepath.Join(d.Path, LogStartOffsetCheckpointFile), starts[d]); err != nil {
+			errs = append(errs, d.Fail(err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RunRetention applies retention to every log once; it returns the number of segments deleted.
+func (m *Manager) RunRetention() (int, error) {
+	var total int
+	var errs []error
+	for tp, l := range m.Logs() {
+		n, err := l.DeleteExpiredSegments()
+		total += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("retention of %s: %w", tp, err))
+		}
+	}
+	if total > 0 {
+		if err := m.Checkpoint(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+func (m *Manager) startLoops() {
+	loop := func(every time.Duration, f func()) {
+		if every < 0 {
+			return
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-m.stop:
+					return
+				case <-t.C:
+					f()
+				}
+			}
+		}()
+	}
+	loop(m.cfg.RetentionCheckInterval, func() {
+		if n, err := m.RunRetention(); err != nil {
+			slog.Error("retention", "err", err)
+		} else if n > 0 {
+			slog.Info("retention deleted segments", "segments", n)
+		}
+	})
+	loop(m.cfg.CheckpointInterval, func() {
+		if err := m.Checkpoint(); err != nil {
+			slog.Error("checkpoint", "err", err)
+		}
+	})
+}
+
+func (m *Manager) closeLogs() error {
+	var errs []error
+	m.mu.Lock()
+	logs := m.logs
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	var errMu sync.Mutex
+	for _, l := range logs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.Close(); err != nil {
+				errMu.Lock()
+				errs = append(errs, err)
+				errMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Close stops the background loops, flushes and closes every log, writes the checkpoints and,
+// in each log dir that stayed online, the clean-shutdown marker.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	close(m.stop)
+	m.wg.Wait()
+	errs := []error{m.closeLogs()}
+	if err := m.Checkpoint(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, d := range m.dirs {
+		if d.Err() != nil {
+			continue
+		}
+		if err := writeFileAtomic(m.fsys, filepath.Join(d.Path, CleanShutdownFile), []byte(`{"version":0,"brokerEpoch":-1}`)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Dirs returns the log dirs and their state (online or the sticky error).
+func (m *Manager) Dirs() []*LogDir {
+	out := make([]*LogDir, len(m.dirs))
+	for i, d := range m.dirs {
+		out[i] = d.LogDir
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}

@@ -1,0 +1,28 @@
+// Package segment owns one log segment: <baseOffset %020d>.log with its .index and .timeindex,
+// byte-compatible with Apache Kafka.
+//
+// The .log holds RecordBatch v2 batches exactly as received, offsets already assigned (see package
+// record). Appends write at the end with pwrite; an append returns once the bytes are in the page
+// cache. A Sync returns once every earlier append is fdatasync'd. An index entry is added when more
+// than IndexIntervalBytes were appended since the last one: it points at the start of the appended
+// batch and names the batch's last offset; the time index gets (max timestamp so far, offset of that
+// timestamp) at the same moments, and once more when the segment is sealed, as Kafka does.
+//
+// Reads never copy record bytes: Slice returns {file, position, length} for sendfile. Offset
+// translation is an index lookup followed by a short forward scan of batch headers. Header reads of
+// the active segment use pread; a sealed segment's .log is mapped read-only (mmap-go) on first
+// use, and reads through the mapping are fault-protected (a truncation racing a read yields an
+// error, never a SIGBUS crash).
+//
+// Recover walks every batch from position 0, checks length, magic, CRC32C and offset order,
+// truncates the file at the first bad or torn batch and rebuilds both indexes.
+//
+// Lifetime: a Segment is reference counted. Its Log holds one reference; a reader Acquires one
+// before using the segment (a returned Slice holds one until Release). Close and Delete drop the
+// Log's reference; files are unmapped and closed when the last reference goes. Unlink happens at
+// once: open descriptors stay valid.
+//
+// Concurrency: Append, Seal, TruncateTo and Recover are called by one goroutine at a time (the
+// Log's append lock); readers (TranslateOffset, Slice, ReadHeaderAt, Size, NextOffset) run
+// concurrently with them and see the size published after each append.
+package segment

@@ -1,0 +1,232 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/edsrzf/mmap-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/weir-mq/weir/index"
+	"github.com/weir-mq/weir/record"
+)
+
+// Sync fdatasyncs the .log: every byte appended before the call is durable when it returns.
+func (s *Segment) Sync() error {
+	if err := s.log.Sync(); err != nil {
+		return fmt.Errorf("sync segment %s: %w", s.log.Name(), err)
+	}
+	return nil
+}
+
+// MarkInactive is called by the log's appender when the segment stops being the active one: the
+// time index gets its final entry (max timestamp so far), as Kafka's onBecomeInactiveSegment does.
+// Reads switch to the read-only mapping.
+func (s *Segment) MarkInactive() error {
+	if ts := s.maxTimestamp.Load(); ts != record.NoTimestamp {
+		if err := s.timeIndex.MaybeAppend(ts, s.offsetOfMaxTimestamp, true); err != nil && !errors.Is(err, index.ErrIndexFull) {
+			return fmt.Errorf("seal time index of %s: %w", s.log.Name(), err)
+		}
+	}
+	s.retireMapping()
+	s.sealed.Store(true)
+	return nil
+}
+
+// Seal makes an inactive segment durable: fdatasync of the .log, indexes trimmed to their
+// written size and synced. The directory sync is the caller's (one per roll batch).
+func (s *Segment) Seal() error {
+	if err := s.Sync(); err != nil {
+		return err
+	}
+	if err := s.offsetIndex.TrimToValidSize(); err != nil {
+		return fmt.Errorf("seal segment %s: %w", s.log.Name(), err)
+	}
+	if err := s.timeIndex.TrimToValidSize(); err != nil {
+		return fmt.Errorf("seal segment %s: %w", s.log.Name(), err)
+	}
+	if err := s.offsetIndex.Flush(); err != nil {
+		return fmt.Errorf("seal segment %s: %w", s.log.Name(), err)
+	}
+	if err := s.timeIndex.Flush(); err != nil {
+		return fmt.Errorf("seal segment %s: %w", s.log.Name(), err)
+	}
+	return nil
+}
+
+// retireMapping stops reads from using the current mapping (it stays mapped until the files close,
+// since a reader may still be inside it).
+func (s *Segment) retireMapping() {
+	s.mapOnce.Lock()
+	defer s.mapOnce.Unlock()
+	if m := s.mapping.Swap(nil); m != nil {
+		s.retired = append(s.retired, *m)
+	}
+}
+
+// LoadTail restores the append state of a segment opened after a clean shutdown without scanning
+// it whole: the max timestamp comes from the time index's last entry, then the batches after the
+// last offset index entry are walked to find the next offset.
+func (s *Segment) LoadTail() error {
+	if ts, off := s.timeIndex.LastEntry(); ts != record.NoTimestamp {
+		s.maxTimestamp.Store(ts)
+		s.offsetOfMaxTimestamp = off
+	}
+	_, pos := s.offsetIndex.Lookup(s.offsetIndex.LastOffset())
+	next := s.baseOffset
+	if s.offsetIndex.Entries() > 0 {
+		next = s.offsetIndex.LastOffset() + 1
+	}
+	first := pos == 0
+	for {
+		h, err := s.ReadHeaderAt(pos)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("load tail of %s: %w", s.log.Name(), err)
+		}
+		if first {
+			s.firstBatchTimestamp = h.MaxTimestamp
+			first = false
+		}
+		if h.MaxTimestamp > s.maxTimestamp.Load() {
+			s.maxTimestamp.Store(h.MaxTimestamp)
+			s.offsetOfMaxTimestamp = h.LastOffset()
+		}
+		next = h.NextOffset()
+		pos += h.Size()
+	}
+	if pos != s.size.Load() {
+		return fmt.Errorf("load tail of %s: batches end at %d, file at %d: %w", s.log.Name(), pos, s.size.Load(), kerr.CorruptMessage)
+	}
+	s.nextOffset.Store(next)
+	return nil
+}
+
+// Recover rebuilds the segment from its .log: every batch is checked (length, magic, CRC32C,
+// offsets increasing from the base); the file is truncated at the first bad or torn batch and
+// both indexes are rebuilt. It returns the number of bytes truncated.
+func (s *Segment) Recover() (truncated int64, err error) {
+	st, err := s.log.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("recover %s: %w", s.log.Name(), err)
+	}
+	fileSize := st.Size()
+	s.retireMapping()
+	s.offsetIndex.Reset()
+	s.timeIndex.Reset()
+	s.maxTimestamp.Store(record.NoTimestamp)
+	s.offsetOfMaxTimestamp = s.baseOffset
+	s.firstBatchTimestamp = record.NoTimestamp
+	s.bytesSinceLastIndexEntry = 0
+
+	var m mmap.MMap
+	if fileSize > 0 {
+		m, err = mmap.MapRegion(s.log.OS(), int(fileSize), mmap.RDONLY, 0, 0)
+		if err != nil {
+			return 0, fmt.Errorf("recover %s: map: %w", s.log.Name(), err)
+		}
+		defer m.Unmap()
+	}
+	pos, next := int64(0), s.baseOffset
+	for pos < fileSize {
+		h, err := record.CheckStored(m[pos:])
+		if err != nil || h.BaseOffset < next {
+			break
+		}
+		if !s.CanHold(h.LastOffset()) {
+			break
+		}
+		if err := s.indexBatch(&h, pos); err != nil {
+			break
+		}
+		pos += h.Size()
+		next = h.NextOffset()
+	}
+	if pos < fileSize {
+		if err := s.log.Truncate(pos); err != nil {
+			return 0, fmt.Errorf("recover %s: truncate to %d: %w", s.log.Name(), pos, err)
+		}
+	}
+	s.size.Store(pos)
+	s.nextOffset.Store(next)
+	return fileSize - pos, nil
+}
+
+// TruncateTo removes every batch whose last offset is >= offset (a batch holding offset goes
+// whole). It returns the new next offset of the segment.
+func (s *Segment) TruncateTo(offset int64) (int64, error) {
+	pos, h, found, err := s.TranslateOffset(offset)
+	if err != nil {
+		return 0, fmt.Errorf("truncate %s to %d: %w", s.log.Name(), offset, err)
+	}
+	if !found {
+		return s.nextOffset.Load(), nil
+	}
+	s.retireMapping()
+	s.sealed.Store(false)
+	s.size.Store(pos)
+	if err := s.log.Truncate(pos); err != nil {
+		return 0, fmt.Errorf("truncate %s to %d: %w", s.log.Name(), pos, err)
+	}
+	s.offsetIndex.TruncateTo(h.BaseOffset)
+	s.timeIndex.TruncateTo(h.BaseOffset)
+	s.maxTimestamp.Store(record.NoTimestamp)
+	s.offsetOfMaxTimestamp = s.baseOffset
+	s.bytesSinceLastIndexEntry = 0
+	if err := s.LoadTail(); err != nil {
+		return 0, err
+	}
+	return s.nextOffset.Load(), nil
+}
+
+// Close trims the indexes and drops the owner's reference (files close with the last reader).
+func (s *Segment) Close() error {
+	err := s.offsetIndex.TrimToValidSize()
+	if err2 := s.timeIndex.TrimToValidSize(); err == nil {
+		err = err2
+	}
+	s.Release()
+	if err != nil {
+		return fmt.Errorf("close segment %s: %w", s.log.Name(), err)
+	}
+	return nil
+}
+
+// Delete unlinks the segment's files and drops the owner's reference. Readers holding a
+// reference keep reading from the open descriptors.
+func (s *Segment) Delete() error {
+	var firstErr error
+	for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+		p := filepath.Join(s.dir, FileName(s.baseOffset, suffix))
+		if err := s.fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) && firstErr == nil {
+			firstErr = fmt.Errorf("delete segment file %s: %w", p, err)
+		}
+	}
+	s.Release()
+	return firstErr
+}
+
+// LoadSealed restores a sealed segment opened after a clean shutdown: its max timestamp comes
+// from the time index's last entry (written when it was sealed), its next offset is the base of
+// the segment after it. Nothing is read from the .log.
+func (s *Segment) LoadSealed(nextBase int64) {
+	if ts, off := s.timeIndex.LastEntry(); ts != record.NoTimestamp {
+		s.maxTimestamp.Store(ts)
+		s.offsetOfMaxTimestamp = off
+	}
+	s.nextOffset.Store(nextBase)
+	s.sealed.Store(true)
+}
+
+// SanityCheck checks both indexes' tails (cheap; no log read).
+func (s *Segment) SanityCheck() error {
+	if err := s.offsetIndex.SanityCheck(); err != nil {
+		return err
+	}
+	return s.timeIndex.SanityCheck()
+}

@@ -1,0 +1,419 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edsrzf/mmap-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/weir-mq/weir/index"
+	"github.com/weir-mq/weir/record"
+	"github.com/weir-mq/weir/vfs"
+)
+
+// File name suffixes, as Kafka names them.
+const (
+	LogSuffix       = ".log"
+	IndexSuffix     = ".index"
+	TimeIndexSuffix = ".timeindex"
+	DeletedSuffix   = ".deleted"
+	CleanedSuffix   = ".cleaned"
+	SwapSuffix      = ".swap"
+)
+
+// Config is the per-segment part of a log's configuration.
+type Config struct {
+	// IndexIntervalBytes is log.index.interval.bytes (default 4096).
+	IndexIntervalBytes int
+	// MaxIndexBytes is log.index.size.max.bytes (default 10485760).
+	MaxIndexBytes int
+}
+
+// DefaultConfig is Kafka's default.
+var DefaultConfig = Config{IndexIntervalBytes: 4096, MaxIndexBytes: 10 << 20}
+
+// ErrClosed is returned by operations on a segment whose files were closed.
+var ErrClosed = errors.New("segment: closed")
+
+// FileName returns the name of a segment file: the base offset in 20 digits and the suffix.
+func FileName(baseOffset int64, suffix string) string {
+	return fmt.Sprintf("%020d%s", baseOffset, suffix)
+}
+
+// ParseFileName returns the base offset of a segment file name ending in suffix.
+func ParseFileName(name, suffix string) (int64, bool) {
+	if !strings.HasSuffix(name, suffix) {
+		return 0, false
+	}
+	digits := strings.TrimSuffix(name, suffix)
+	if len(digits) != 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || v < 0 {
+		return 0, false
+	}
+	return v, true
+}
+
+// Segment is one segment of a partition log. See the package doc for the concurrency contract.
+type Segment struct {
+	fsys       vfs.FS
+	dir        string
+	baseOffset int64
+	cfg        Config
+
+	log         vfs.File
+	fd          int
+	offsetIndex *index.OffsetIndex
+	timeIndex   *index.TimeIndex
+
+	// size is the number of valid bytes in .log, published after each append.
+	size atomic.Int64
+	// nextOffset is the offset after the last batch (baseOffset when empty), published after size.
+	nextOffset atomic.Int64
+	// maxTimestamp is the largest batch max timestamp in the segment (record.NoTimestamp if none).
+	maxTimestamp atomic.Int64
+
+	// Append state, owned by the appender.
+	bytesSinceLastIndexEntry int
+	offsetOfMaxTimestamp     int64
+	firstBatchTimestamp      int64 // max timestamp of the first batch, for time-based roll
+	created                  time.Time
+
+	sealed  atomic.Bool
+	mapOnce sync.Mutex
+	mapping atomic.Pointer[mmap.MMap]
+	retired []mmap.MMap // mappings replaced while readers may hold them; unmapped on close
+
+	// refs counts holders: the owning Log plus readers. At zero the files are closed.
+	refs atomic.Int32
+}
+
+// Create makes a new empty segment with base offset baseOffset in dir.
+func Create(fsys vfs.FS, dir string, baseOffset int64, cfg Config, now time.Time) (*Segment, error) {
+	s, err := open(fsys, dir, baseOffset, cfg, os.O_CREATE|os.O_EXCL|os.O_RDWR)
+	if err != nil {
+		return nil, err
+	}
+	s.created = now
+	return s, nil
+}
+
+// Open opens the existing segment files with base offset baseOffset. It does not scan the log:
+// the size comes from the file, the next offset and max timestamp from the indexes and a short
+// scan of the bytes after the last index entry (LoadTail), or from Recover.
+func Open(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Segment, error) {
+	s, err := open(fsys, dir, baseOffset, cfg, os.O_RDWR)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.log.Stat()
+	if err != nil {
+		s.closeFiles()
+		return nil, fmt.Errorf("stat segment %s: %w", s.log.Name(), err)
+	}
+	s.created = st.ModTime()
+	s.size.Store(st.Size())
+	return s, nil
+}
+
+func open(fsys vfs.FS, dir string, baseOffset int64, cfg Config, flag int) (*Segment, error) {
+	if cfg.IndexIntervalBytes <= 0 {
+		cfg.IndexIntervalBytes = DefaultConfig.IndexIntervalBytes
+	}
+	if cfg.MaxIndexBytes < index.TimeEntrySize {
+		cfg.MaxIndexBytes = DefaultConfig.MaxIndexBytes
+	}
+	s := &Segment{fsys: fsys, dir: dir, baseOffset: baseOffset, cfg: cfg, offsetOfMaxTimestamp: baseOffset, firstBatchTimestamp: record.NoTimestamp}
+	s.nextOffset.Store(baseOffset)
+	s.maxTimestamp.Store(record.NoTimestamp)
+	logPath := filepath.Join(dir, FileName(baseOffset, LogSuffix))
+	f, err := fsys.OpenFile(logPath, flag, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
+	}
+	s.log = f
+	s.fd = int(f.OS().Fd())
+	s.offsetIndex, err = index.OpenOffsetIndex(filepath.Join(dir, FileName(baseOffset, IndexSuffix)), baseOffset, cfg.MaxIndexBytes)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
+	}
+	s.timeIndex, err = index.OpenTimeIndex(filepath.Join(dir, FileName(baseOffset, TimeIndexSuffix)), baseOffset, cfg.MaxIndexBytes)
+	if err != nil {
+		s.offsetIndex.Close()
+		f.Close()
+		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
+	}
+	s.refs.Store(1)
+	return s, nil
+}
+
+// BaseOffset is the offset of the segment's first batch (or the offset it will have).
+func (s *Segment) BaseOffset() int64 { return s.baseOffset }
+
+// Size is the number of bytes in the .log.
+func (s *Segment) Size() int64 { return s.size.Load() }
+
+// NextOffset is the offset after the segment's last batch.
+func (s *Segment) NextOffset() int64 { return s.nextOffset.Load() }
+
+// MaxTimestamp is the largest max timestamp of the segment's batches, or -1.
+func (s *Segment) MaxTimestamp() int64 { return s.maxTimestamp.Load() }
+
+// Created is when the segment was created (or the .log's mtime for an opened one).
+func (s *Segment) Created() time.Time { return s.created }
+
+// FirstBatchTimestamp is the max timestamp of the first batch, or -1 when unknown.
+func (s *Segment) FirstBatchTimestamp() int64 { return s.firstBatchTimestamp }
+
+// LogPath is the path of the .log file.
+func (s *Segment) LogPath() string { return s.log.Name() }
+
+// File is the open .log file (for sendfile).
+func (s *Segment) File() *os.File { return s.log.OS() }
+
+// OffsetIndex and TimeIndex expose the indexes (tests, tools).
+func (s *Segment) OffsetIndex() *index.OffsetIndex { return s.offsetIndex }
+func (s *Segment) TimeIndex() *index.TimeIndex     { return s.timeIndex }
+
+// IsSealed reports whether the segment was sealed (no more appends).
+func (s *Segment) IsSealed() bool { return s.sealed.Load() }
+
+// CanHold reports whether a batch with last offset lastOffset fits this segment's indexes:
+// relative offsets must fit int32 and neither index may be full. A false answer means roll.
+func (s *Segment) CanHold(lastOffset int64) bool {
+	rel := lastOffset - s.baseOffset
+	return rel >= 0 && rel <= math.MaxInt32 && !s.offsetIndex.IsFull() && !s.timeIndex.IsFull()
+}
+
+// Append writes batch, whose offsets are already assigned and whose header is h, at the end of
+// the log and maintains the indexes. It returns the batch's position.
+func (s *Segment) Append(batch []byte, h *record.Header) (int64, error) {
+	pos := s.size.Load()
+	if pos+int64(len(batch)) > math.MaxInt32 {
+		return 0, fmt.Errorf("append to segment %s: position %d overflows int32", s.log.Name(), pos)
+	}
+	if _, err := s.log.WriteAt(batch, pos); err != nil {
+		return 0, fmt.Errorf("append to segment %s at %d: %w", s.log.Name(), pos, err)
+	}
+	if err := s.indexBatch(h, pos); err != nil {
+		return 0, err
+	}
+	s.size.Store(pos + int64(len(batch)))
+	s.nextOffset.Store(h.NextOffset())
+	return pos, nil
+}
+
+// indexBatch updates the timestamp state and the indexes for a batch at pos, as Kafka's
+// LogSegment.append does: the entry names the batch's last offset and its start position.
+func (s *Segment) indexBatch(h *record.Header, pos int64) error {
+	if s.firstBatchTimestamp == record.NoTimestamp && pos == 0 {
+		s.firstBatchTimestamp = h.MaxTimestamp
+	}
+	if h.MaxTimestamp > s.maxTimestamp.Load() {
+		s.maxTimestamp.Store(h.MaxTimestamp)
+		s.offsetOfMaxTimestamp = h.LastOffset()
+	}
+	if s.bytesSinceLastIndexEntry > s.cfg.IndexIntervalBytes {
+		if err := s.offsetIndex.Append(h.LastOffset(), pos); err != nil {
+			return fmt.Errorf("index segment %s: %w", s.log.Name(), err)
+		}
+		if err := s.timeIndex.MaybeAppend(s.maxTimestamp.Load(), s.offsetOfMaxTimestamp, false); err != nil {
+			return fmt.Errorf("time index segment %s: %w", s.log.Name(), err)
+		}
+		s.bytesSinceLastIndexEntry = 0
+	}
+	s.bytesSinceLastIndexEntry += int(h.Size())
+	return nil
+}
+
+// ReadHeaderAt reads the batch header at pos. io.EOF means pos is at (or a header would cross)
+// the end of the segment.
+func (s *Segment) ReadHeaderAt(pos int64) (record.Header, error) {
+	if pos+record.HeaderSize > s.size.Load() {
+		return record.Header{}, io.EOF
+	}
+	var buf [record.HeaderSize]byte
+	if err := s.readAt(buf[:], pos); err != nil {
+		return record.Header{}, err
+	}
+	return record.ParseHeader(buf[:])
+}
+
+// readAt fills p from pos: through the read-only mapping for a sealed segment, pread otherwise.
+func (s *Segment) readAt(p []byte, pos int64) error {
+	if m := s.sealedMapping(); m != nil {
+		return copyFromMapping(p, *m, pos)
+	}
+	for len(p) > 0 {
+		n, err := unix.Pread(s.fd, p, pos)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read segment %s at %d: %w", s.log.Name(), pos, err)
+		}
+		if n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		p = p[n:]
+		pos += int64(n)
+	}
+	return nil
+}
+
+// copyFromMapping copies from a mapping; a fault (the file shrank under the mapping) becomes an error.
+func copyFromMapping(p []byte, m mmap.MMap, pos int64) (err error) {
+	if pos < 0 || pos+int64(len(p)) > int64(len(m)) {
+		return io.ErrUnexpectedEOF
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("read mapped segment at %d: %v", pos, r)
+		}
+	}()
+	copy(p, m[pos:])
+	return nil
+}
+
+// sealedMapping maps a sealed segment read-only on first use. Nil for an active segment.
+func (s *Segment) sealedMapping() *mmap.MMap {
+	if !s.sealed.Load() {
+		return nil
+	}
+	if m := s.mapping.Load(); m != nil {
+		return m
+	}
+	s.mapOnce.Lock()
+	defer s.mapOnce.Unlock()
+	if m := s.mapping.Load(); m != nil {
+		return m
+	}
+	size := int(s.size.Load())
+	if size == 0 || s.refs.Load() <= 0 {
+		return nil
+	}
+	m, err := mmap.MapRegion(s.log.OS(), size, mmap.RDONLY, 0, 0)
+	if err != nil {
+		return nil // fall back to pread
+	}
+	_ = unix.Madvise(m, unix.MADV_RANDOM)
+	s.mapping.Store(&m)
+	return &m
+}
+
+// TranslateOffset finds the first batch at or after startPos whose last offset is >= offset,
+// starting from the offset index's entry for offset. It returns the batch's position and header;
+// found is false when no batch of the segment reaches offset.
+func (s *Segment) TranslateOffset(offset int64) (pos int64, h record.Header, found bool, err error) {
+	_, pos = s.offsetIndex.Lookup(offset)
+	for {
+		h, err = s.ReadHeaderAt(pos)
+		if err == io.EOF {
+			return pos, h, false, nil
+		}
+		if err != nil {
+			return pos, h, false, err
+		}
+		if h.LastOffset() >= offset {
+			return pos, h, true, nil
+		}
+		pos += h.Size()
+	}
+}
+
+// FindTimestamp returns the first batch whose max timestamp is >= ts, starting from the time
+// index's entry before ts. found is false when no batch of the segment reaches ts.
+func (s *Segment) FindTimestamp(ts int64) (pos int64, h record.Header, found bool, err error) {
+	_, off := s.timeIndex.LookupBefore(ts)
+	pos, _, found, err = s.TranslateOffset(off)
+	if err != nil || !found {
+		return pos, h, found, err
+	}
+	for {
+		h, err = s.ReadHeaderAt(pos)
+		if err == io.EOF {
+			return pos, h, false, nil
+		}
+		if err != nil {
+			return pos, h, false, err
+		}
+		if h.MaxTimestamp >= ts {
+			return pos, h, true, nil
+		}
+		pos += h.Size()
+	}
+}
+
+// Acquire takes a reader reference. It fails once the segment's files are closed.
+func (s *Segment) Acquire() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Release drops a reference; the last one closes the files.
+func (s *Segment) Release() {
+	if s.refs.Add(-1) == 0 {
+		s.closeFiles()
+	}
+}
+
+func (s *Segment) closeFiles() {
+	if m := s.mapping.Swap(nil); m != nil {
+		_ = m.Unmap()
+	}
+	for _, m := range s.retired {
+		_ = m.Unmap()
+	}
+	s.retired = nil
+	_ = s.offsetIndex.Close()
+	_ = s.timeIndex.Close()
+	_ = s.log.Close()
+}
+
+// Slice is a byte range of a segment's .log, sent with sendfile. It holds a reference on the
+// segment until Release.
+type Slice struct {
+	seg      *Segment
+	File     *os.File
+	Position int64
+	Length   int64
+}
+
+// Release returns the slice's segment reference. A zero Slice is a no-op.
+func (sl *Slice) Release() {
+	if sl.seg != nil {
+		sl.seg.Release()
+		sl.seg = nil
+	}
+}
+
+// Slice returns the bytes [pos, pos+length) as a file slice holding a new reference, or false if
+// the segment is already closed.
+func (s *Segment) Slice(pos, length int64) (Slice, bool) {
+	if !s.Acquire() {
+		return Slice{}, false
+	}
+	return Slice{seg: s, File: s.log.OS(), Position: pos, Length: length}, true
+}

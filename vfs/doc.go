@@ -1,0 +1,12 @@
+// Package vfs is the filesystem seam of the storage engine: the few file operations the segment
+// and engine packages perform, behind an interface, so tests can inject faults.
+//
+// OS is the real implementation (Sync = fdatasync(2), SyncDir = fsync of the directory).
+// FaultFS wraps another FS and can fail the next write or sync with a chosen error, and simulate a
+// crash: Crash() makes every handle opened before it fail, truncates each file back to the size it
+// had at its last Sync (every unsynced byte is lost), and removes files created since their
+// directory was last synced. FaultFS is safe for concurrent use.
+//
+// Index files are not opened through this seam: they are mmap'd, carry no checksum and are
+// rebuilt from the log after an unclean shutdown, so a crash cannot make them lie.
+package vfs
