@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"time"
 
 	"github.com/weir-mq/weir/segment"
@@ -76,6 +77,9 @@ func (c *Config) fillDefaults() {
 	d := DefaultConfig()
 	if c.SegmentBytes <= 0 {
 		c.SegmentBytes = d.SegmentBytes
+	}
+	if c.SegmentBytes > math.MaxInt32 {
+		c.SegmentBytes = math.MaxInt32 // segment positions are int32 in the offset index
 	}
 	if c.SegmentMs <= 0 {
 		c.SegmentMs = d.SegmentMs

@@ -25,6 +25,10 @@ type flushState struct {
 	exited  chan struct{}
 	stopped sync.Once
 
+	// sealMu is held while rolled segments are sealed, so a truncation never reactivates a
+	// segment that is being sealed. Lock order: the log's mu, then sealMu.
+	sealMu sync.Mutex
+
 	// Guarded by the log's mu.
 	pendingSeal      []*segment.Segment
 	dirSyncNeeded    bool
@@ -64,6 +68,23 @@ func (f *flushState) rolled(old *segment.Segment) {
 	if old.Acquire() {
 		f.pendingSeal = append(f.pendingSeal, old)
 	}
+	f.dirSyncNeeded = true
+}
+
+// reactivating waits for any seal in progress and drops s from the segments waiting to be
+// sealed: a truncation is making it the active segment again. Requires l.mu.
+func (f *flushState) reactivating(s *segment.Segment) {
+	f.sealMu.Lock()
+	defer f.sealMu.Unlock()
+	kept := f.pendingSeal[:0]
+	for _, p := range f.pendingSeal {
+		if p == s {
+			p.Release()
+			continue
+		}
+		kept = append(kept, p)
+	}
+	f.pendingSeal = kept
 	f.dirSyncNeeded = true
 }
 
@@ -149,6 +170,8 @@ func (f *flushState) cycle(l *Log) {
 
 func (f *flushState) syncAll(l *Log, seal []*segment.Segment, dirSync bool, active *segment.Segment) error {
 	var firstErr error
+	f.sealMu.Lock()
+	defer f.sealMu.Unlock()
 	for _, s := range seal {
 		if firstErr == nil {
 			firstErr = s.Seal()

@@ -336,6 +336,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		}
 	}
 	last := keep[len(keep)-1]
+	l.flush.reactivating(last)
 	next, err := last.TruncateTo(offset)
 	if err != nil {
 		return l.logDir.Fail(err)

@@ -80,7 +80,9 @@ func (s *Segment) LoadTail() error {
 	if s.offsetIndex.Entries() > 0 {
 		next = s.offsetIndex.LastOffset() + 1
 	}
-	first := pos == 0
+	if h, err := s.ReadHeaderAt(0); err == nil {
+		s.firstBatchTimestamp = h.MaxTimestamp
+	}
 	for {
 		h, err := s.ReadHeaderAt(pos)
 		if err == io.EOF {
@@ -88,10 +90,6 @@ func (s *Segment) LoadTail() error {
 		}
 		if err != nil {
 			return fmt.Errorf("load tail of %s: %w", s.log.Name(), err)
-		}
-		if first {
-			s.firstBatchTimestamp = h.MaxTimestamp
-			first = false
 		}
 		if h.MaxTimestamp > s.maxTimestamp.Load() {
 			s.maxTimestamp.Store(h.MaxTimestamp)
@@ -164,11 +162,12 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("truncate %s to %d: %w", s.log.Name(), offset, err)
 	}
+	// The segment becomes the active one again: reads go back to pread, appends follow.
+	s.retireMapping()
+	s.sealed.Store(false)
 	if !found {
 		return s.nextOffset.Load(), nil
 	}
-	s.retireMapping()
-	s.sealed.Store(false)
 	s.size.Store(pos)
 	if err := s.log.Truncate(pos); err != nil {
 		return 0, fmt.Errorf("truncate %s to %d: %w", s.log.Name(), pos, err)

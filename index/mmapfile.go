@@ -1,0 +1,349 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/edsrzf/mmap-go"
+	"golang.org/x/sys/unix"
+)
+
+// Errors returned by the indexes; callers match them with errors.Is (they are wrapped with the
+// file and the refused values).
+var (
+	// ErrIndexFull: no slot is left; the segment rolls.
+	ErrIndexFull = errors.New("index: full")
+	// ErrNotMonotonic: the entry does not come after the last one.
+	ErrNotMonotonic = errors.New("index: entry not increasing")
+	// ErrOffsetOverflow: offset-base (or a position) does not fit a non-negative int32; the segment rolls.
+	ErrOffsetOverflow = errors.New("index: offset does not fit int32 relative to base")
+	// ErrCorruptIndex: SanityCheck found entries or a file length the index cannot have written;
+	// the segment rebuilds the index from the log.
+	ErrCorruptIndex = errors.New("index: corrupt")
+	// ErrClosed: the index was used after Close.
+	ErrClosed = errors.New("index: closed")
+)
+
+// mappedFile is what both index kinds share: a file of fixed-width entries, preallocated to its
+// maximum size and mapped read-write once at open, and the atomically published entry count.
+// It owns opening, growing, trimming, syncing, renaming and closing; the entry layouts and the
+// ordering rules live in offset.go and time.go.
+type mappedFile struct {
+	kind       string // "offset index" or "time index", for messages
+	entrySize  int
+	baseOffset int64
+	maxEntries int
+
+	// mapping covers the first maxEntries*entrySize bytes of the file. It is mapped at open and
+	// unmapped by Close, never remapped in between, so a reader holding it never sees it move.
+	// Invariant: len(mapping) == maxEntries*entrySize.
+	mapping mmap.MMap
+
+	// entries is the number of valid entries. It is stored after the bytes of a new entry are
+	// written, so a reader that loads n may read entries [0, n) without a lock.
+	// Invariant: 0 <= entries <= maxEntries.
+	entries atomic.Int64
+
+	// life is held shared by Flush and exclusively by Close: a flush never sees the mapping or the
+	// descriptor go away under it, and it does not block appends (they take only mu).
+	life sync.RWMutex
+
+	// mu serialises everything that changes entries or the file: appends, truncation, trimming,
+	// renaming and closing. The segment already allows one appender at a time; mu makes the
+	// appender safe against a concurrent roll (trim) or rename too.
+	mu   sync.Mutex
+	file *os.File // guarded by mu and life (nil after Close)
+	fd   int
+	path string // guarded by mu
+	// fileBytes is the file's current length. It equals len(mapping) after open (unless the file
+	// was already longer) and after any append, and entries*entrySize after a trim.
+	// Invariant: fileBytes >= entries*entrySize. Guarded by mu.
+	fileBytes int64
+	// openedBytes is the file's length when it was opened, and misaligned records that it was not
+	// a multiple of entrySize. SanityCheck reports a misaligned index until it is emptied.
+	// Guarded by mu.
+	openedBytes int64
+	misaligned  bool
+	// closed is set by Close with both life and mu held; read it holding either.
+	closed bool
+}
+
+// open opens or creates path, grows it to the index's maximum size and maps it. Existing entries
+// are counted from the file's length; trailing all-zero entries, the unwritten preallocation of a
+// file that was never trimmed, are not counted (see writtenEntries).
+func (m *mappedFile) open(kind, path string, baseOffset int64, maxIndexBytes, entrySize int) (err error) {
+	m.kind, m.path, m.baseOffset, m.entrySize = kind, path, baseOffset, entrySize
+	fail := func(err error) error { return fmt.Errorf("open %s %s: %w", kind, path, err) }
+
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	info, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	lengthBytes := info.Size()
+	size := int64(entrySize)
+
+	// The mapping is the configured maximum rounded down to whole entries (at least one entry).
+	// A file already longer than that (the maximum was lowered since it was written) is mapped
+	// whole so none of its entries is lost; it is then full and the segment rolls.
+	mapBytes := max(int64(maxIndexBytes)/size*size, size, lengthBytes/size*size)
+	if lengthBytes < mapBytes {
+		if err := f.Truncate(mapBytes); err != nil {
+			return fail(err)
+		}
+		m.fileBytes = mapBytes
+	} else {
+		m.fileBytes = lengthBytes
+	}
+	mapping, err := mmap.MapRegion(f, int(mapBytes), mmap.RDWR, 0, 0)
+	if err != nil {
+		return fail(err)
+	}
+	m.file, m.fd, m.mapping = f, int(f.Fd()), mapping
+	m.maxEntries = int(mapBytes / size)
+	m.openedBytes, m.misaligned = lengthBytes, lengthBytes%size != 0
+	m.entries.Store(int64(writtenEntries(mapping, int(lengthBytes/size), entrySize)))
+	return nil
+}
+
+// writtenEntries returns how many of the first n entries of buf were written: n minus the trailing
+// all-zero entries. After a clean shutdown the file was trimmed and its last entry is not zero, so
+// this costs one probe. A file that was never trimmed (a crash) holds its written entries followed by
+// zeros, and the first zero entry is found by binary search. No index can write an all-zero entry
+// after its first one: the offset index's relative offsets and positions, and the time index's
+// timestamps, strictly increase from non-negative values. A first entry of zeros followed only by
+// zeros is dropped as well: it would point a scan at the base offset, the start of the segment,
+// which is where a lookup on an empty index points it anyway.
+func writtenEntries(buf []byte, n, entrySize int) int {
+	zero := func(i int) bool {
+		for _, b := range buf[i*entrySize : (i+1)*entrySize] {
+			if b != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	if n == 0 || !zero(n-1) {
+		return n
+	}
+	lo, hi := 1, n-1 // the first zero entry after entry 0 is in [lo, hi]; entry n-1 is zero
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if zero(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo == 1 && zero(0) {
+		return 0
+	}
+	return lo
+}
+
+// BaseOffset returns the offset of the segment the index belongs to; entries store offsets relative
+// to it.
+func (m *mappedFile) BaseOffset() int64 { return m.baseOffset }
+
+// Entries returns the number of entries. It may be called concurrently with appends.
+func (m *mappedFile) Entries() int { return int(m.entries.Load()) }
+
+// MaxEntries returns the number of entries the index can hold.
+func (m *mappedFile) MaxEntries() int { return m.maxEntries }
+
+// IsFull reports whether no entry can be appended.
+func (m *mappedFile) IsFull() bool { return m.Entries() >= m.maxEntries }
+
+// Path returns the index file's current path.
+func (m *mappedFile) Path() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.path
+}
+
+// checkEntry panics unless i is the number of an entry among the n published.
+func (m *mappedFile) checkEntry(i, n int) {
+	if i < 0 || i >= n {
+		panic(fmt.Sprintf("%s: entry %d out of range [0, %d)", m.kind, i, n))
+	}
+}
+
+// errorfLocked wraps err with the index kind, path and what was being done. The caller holds mu.
+func (m *mappedFile) errorfLocked(err error, format string, args ...any) error {
+	return fmt.Errorf("%s %s: %s: %w", m.kind, m.path, fmt.Sprintf(format, args...), err)
+}
+
+// nextSlotLocked returns the number of the slot the next entry goes to, refusing a closed or full
+// index. The caller validates the entry, calls coverSlotLocked, writes the slot and publishes it
+// with setEntriesLocked. The caller holds mu.
+func (m *mappedFile) nextSlotLocked() (int, error) {
+	if m.closed {
+		return 0, m.errorfLocked(ErrClosed, "append")
+	}
+	n := int(m.entries.Load())
+	if n >= m.maxEntries {
+		return 0, m.errorfLocked(ErrIndexFull, "append after %d entries", n)
+	}
+	return n, nil
+}
+
+// coverSlotLocked makes the file cover every slot of the mapping again after a trim: a write to a
+// mapped page past the end of the file would be lost or fault. The caller holds mu.
+func (m *mappedFile) coverSlotLocked() error {
+	if m.fileBytes < int64(len(m.mapping)) {
+		if err := m.file.Truncate(int64(len(m.mapping))); err != nil {
+			return m.errorfLocked(err, "grow after trim")
+		}
+		m.fileBytes = int64(len(m.mapping))
+	}
+	return nil
+}
+
+// setEntriesLocked publishes n as the entry count. An index emptied this way has nothing left to
+// distrust, so a misaligned length found at open is forgotten. The caller holds mu.
+func (m *mappedFile) setEntriesLocked(n int) {
+	m.entries.Store(int64(n))
+	if n == 0 {
+		m.misaligned = false
+	}
+}
+
+// truncateLocked keeps the first keep entries (all of them if there are fewer). The caller holds mu.
+func (m *mappedFile) truncateLocked(keep int) {
+	if !m.closed {
+		m.setEntriesLocked(min(keep, int(m.entries.Load())))
+	}
+}
+
+// Reset removes every entry (before the segment rebuilds the index from its log). The file keeps
+// its size; stale bytes past the entry count are overwritten by later appends.
+func (m *mappedFile) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.truncateLocked(0)
+}
+
+// sanityCheckLengthLocked reports a file length that was not a whole number of entries when the
+// index was opened. The caller holds mu.
+func (m *mappedFile) sanityCheckLengthLocked() error {
+	if m.misaligned {
+		return m.errorfLocked(ErrCorruptIndex, "length %d at open is not a multiple of the entry size %d",
+			m.openedBytes, m.entrySize)
+	}
+	return nil
+}
+
+// Flush writes the entries to disk: msync (MS_SYNC) of the written part of the mapping, then
+// fdatasync of the file. Appends may continue while it runs; entries published before the call are
+// durable when it returns.
+func (m *mappedFile) Flush() error {
+	m.life.RLock()
+	defer m.life.RUnlock()
+	if m.closed {
+		return m.errorf(ErrClosed, "flush")
+	}
+	// msync needs a page-aligned start (the mapping's is) and rounds the length up itself.
+	if used := int(m.entries.Load()) * m.entrySize; used > 0 {
+		if err := unix.Msync(m.mapping[:used], unix.MS_SYNC); err != nil {
+			return m.errorf(err, "msync")
+		}
+	}
+	if err := unix.Fdatasync(m.fd); err != nil {
+		return m.errorf(err, "fdatasync")
+	}
+	return nil
+}
+
+// errorf is errorfLocked for callers that do not hold mu.
+func (m *mappedFile) errorf(err error, format string, args ...any) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.errorfLocked(err, format, args...)
+}
+
+// TrimToValidSize truncates the file to the written entries (on roll and close), so that it reopens
+// with entries = size / entry size. The mapping is kept: readers only touch written entries, and the
+// next append grows the file back first.
+//
+// A Lookup that loaded the entry count before a TruncateTo may still be reading dropped entries; a
+// trim must not shrink the file under such a lookup, whose read would fault past the end of the
+// file. The segment trims on roll and close, not right after truncating a segment that is being read.
+func (m *mappedFile) TrimToValidSize() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return m.errorfLocked(ErrClosed, "trim")
+	}
+	return m.trimLocked()
+}
+
+// trimLocked truncates the file to entries*entrySize. The caller holds mu.
+func (m *mappedFile) trimLocked() error {
+	valid := m.entries.Load() * int64(m.entrySize)
+	if m.fileBytes == valid {
+		return nil
+	}
+	if err := m.file.Truncate(valid); err != nil {
+		return m.errorfLocked(err, "trim to %d bytes", valid)
+	}
+	m.fileBytes = valid
+	return nil
+}
+
+// Close trims the file to the written entries, unmaps it and closes it. It is idempotent. No Lookup
+// may run during or after Close; one that does anyway sees an empty index.
+func (m *mappedFile) Close() error {
+	m.life.Lock()
+	defer m.life.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	errTrim := m.trimLocked()
+	m.entries.Store(0)
+	var errUnmap, errClose error
+	if err := m.mapping.Unmap(); err != nil {
+		errUnmap = m.errorfLocked(err, "unmap")
+	}
+	if err := m.file.Close(); err != nil {
+		errClose = m.errorfLocked(err, "close")
+	}
+	m.mapping, m.file = nil, nil
+	return errors.Join(errTrim, errUnmap, errClose)
+}
+
+// Delete closes the index and removes its file. A file that is already gone is not an error.
+func (m *mappedFile) Delete() error {
+	errClose := m.Close()
+	path := m.Path()
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return errors.Join(errClose, fmt.Errorf("delete %s %s: %w", m.kind, path, err))
+	}
+	return errClose
+}
+
+// Rename moves the index file to newPath (when segments are swapped or marked for deletion). The
+// mapping and the descriptor stay valid; it may be called on a closed index.
+func (m *mappedFile) Rename(newPath string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := os.Rename(m.path, newPath); err != nil {
+		return fmt.Errorf("rename %s %s: %w", m.kind, m.path, err)
+	}
+	m.path = newPath
+	return nil
+}
