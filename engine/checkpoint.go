@@ -146,24 +146,5 @@ func ReadPartitionMetadata(dir string) (id [16]byte, ok bool, err error) {
 }
 
 func writeFileAtomic(fsys vfs.FS, path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return fsys.SyncDir(filepath.Dir(path))
+	return vfs.WriteFileAtomic(fsys, path, data)
 }

@@ -31,6 +31,11 @@ type Config struct {
 	// FlushIntervalMs is flush.ms / log.flush.interval.ms: also fsync when the oldest unflushed
 	// append is this old. 0 disables the timer.
 	FlushIntervalMs int64
+	// LocalHighWatermark makes the high watermark follow the log itself, for a partition with no
+	// followers: with durable acks it advances to each fdatasync'd offset (consumers never see
+	// an unacknowledged write), with page-cache acks to the log end after each append. When false,
+	// the high watermark is set from outside (replication).
+	LocalHighWatermark bool
 	// Now is the clock (tests inject one). Nil means time.Now.
 	Now func() time.Time
 	// Observer receives fsync measurements. Nil disables.
@@ -60,7 +65,7 @@ func DefaultConfig() Config {
 }
 
 // Durable reports whether acknowledgements wait for fdatasync.
-func (c *Config) Durable() bool { return c.FlushIntervalMessages <= 1 }
+func (c Config) Durable() bool { return c.FlushIntervalMessages <= 1 }
 
 func (c *Config) now() time.Time {
 	if c.Now != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,12 +64,18 @@ func (f *flushState) wake() {
 	}
 }
 
-// rolled queues the segment that stopped being active for sealing. Requires l.mu.
+// rolled queues the segment that stopped being active for sealing and wakes the flusher, so a
+// roll is sealed soon whatever the flush policy (Kafka flushes a rolled segment asynchronously
+// too). Without the wake, a page-cache log (flush.messages large, flush.ms 0) would keep every
+// rolled segment unsynced, its index untrimmed, its directory entry unsynced and, after retention
+// deleted it, its file open and its blocks allocated, until the log closed. Requires l.mu (wake
+// does not block).
 func (f *flushState) rolled(old *segment.Segment) {
 	if old.Acquire() {
 		f.pendingSeal = append(f.pendingSeal, old)
 	}
 	f.dirSyncNeeded = true
+	f.wake()
 }
 
 // reactivating waits for any seal in progress and drops s from the segments waiting to be
@@ -119,7 +126,13 @@ func (f *flushState) loop(l *Log) {
 }
 
 // cycle runs one flush. Disk I/O happens without the append lock.
+//
+// It first yields the processor once: the appenders the previous cycle woke are runnable on this
+// P, and letting them append before the snapshot puts them in this cycle's fdatasync. Without it,
+// N closed-loop appenders settle into two alternating groups of about N/2 per fdatasync (measured
+// in BenchmarkDurableAppend: 4 appenders 1.9 appends per fsync without, 3.7 with).
 func (f *flushState) cycle(l *Log) {
+	runtime.Gosched()
 	l.mu.Lock()
 	target := l.nextOffset
 	seal := f.pendingSeal
@@ -166,6 +179,9 @@ func (f *flushState) cycle(l *Log) {
 	}
 	l.mu.Unlock()
 	f.publish()
+	if l.cfg.LocalHighWatermark && l.cfg.Durable() {
+		_ = l.AdvanceHighWatermark(target)
+	}
 }
 
 func (f *flushState) syncAll(l *Log, seal []*segment.Segment, dirSync bool, active *segment.Segment) error {

@@ -41,6 +41,7 @@ type Log struct {
 	end            position // log end offset and its place
 	hw             position // high watermark and its place
 	hwMu           sync.Mutex
+	hwChanged      watch
 	logStartOffset atomic.Int64
 
 	flush flushState
@@ -134,6 +135,9 @@ func (l *Log) Append(batch []byte) (AppendInfo, error) {
 	l.mu.Unlock()
 	if due {
 		l.flush.wake()
+	}
+	if err == nil && l.cfg.LocalHighWatermark && !l.cfg.Durable() {
+		_ = l.AdvanceHighWatermark(info.LastOffset + 1)
 	}
 	return info, err
 }
@@ -267,12 +271,30 @@ func (l *Log) Roll() error {
 func (l *Log) SetHighWatermark(offset int64) error {
 	l.hwMu.Lock()
 	defer l.hwMu.Unlock()
+	return l.setHighWatermarkLocked(offset)
+}
+
+// AdvanceHighWatermark moves the high watermark forward to offset (clamped to the log end);
+// a lower offset is ignored. Concurrent callers may arrive in any order.
+func (l *Log) AdvanceHighWatermark(offset int64) error {
+	l.hwMu.Lock()
+	defer l.hwMu.Unlock()
+	if offset <= l.HighWatermark() {
+		return nil
+	}
+	return l.setHighWatermarkLocked(offset)
+}
+
+// setHighWatermarkLocked stores the high watermark and wakes its watchers. Requires l.hwMu.
+func (l *Log) setHighWatermarkLocked(offset int64) error {
+	defer l.hwChanged.fire()
 	endOffset, endBase, endPos := l.end.load()
 	if offset >= endOffset {
 		l.hw.store(endOffset, endBase, endPos)
 		return nil
 	}
-	if ls := l.logStartOffset.Load(); offset < ls {
+	ls := l.logStartOffset.Load()
+	if offset < ls {
 		offset = ls
 	}
 	seg, ok := l.acquireSegmentFor(offset)
@@ -285,8 +307,9 @@ func (l *Log) SetHighWatermark(offset int64) error {
 		return fmt.Errorf("set high watermark of %s to %d: %w", l.dir, offset, err)
 	}
 	if found && h.BaseOffset < offset {
-		// The watermark falls inside a batch: readers stop before that whole batch.
-		offset = h.BaseOffset
+		// The watermark falls inside a batch: readers stop before that whole batch. It never
+		// goes below the log start (DeleteRecordsBefore may have put that inside a batch).
+		offset = max(h.BaseOffset, ls)
 	}
 	l.hw.store(offset, seg.BaseOffset(), pos)
 	return nil
@@ -343,6 +366,10 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	l.active = last
 	l.nextOffset = next
+	if next < l.logStartOffset.Load() {
+		// The batch holding the log start went whole: the log start follows the log end down.
+		l.logStartOffset.Store(next)
+	}
 	l.segments.Store(&keep)
 	l.end.store(next, last.BaseOffset(), last.Size())
 	if hw := l.HighWatermark(); hw > next {
@@ -436,7 +463,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, err e
 		if !s.Acquire() {
 			continue
 		}
-		pos, h, found, err := s.FindTimestamp(ts)
+		pos, h, found, err := s.FindTimestamp(ts, l.LogStartOffset())
 		s.Release()
 		_ = pos
 		if err != nil {
@@ -507,9 +534,15 @@ func (l *Log) deleteSegments(doomed []*segment.Segment) error {
 func (l *Log) DeleteExpiredSegments() (int, error) {
 	now := l.cfg.now().UnixMilli()
 	l.mu.Lock()
+	// As in Kafka, only segments wholly below the high watermark may go: retention never
+	// deletes records consumers have not been allowed to see.
+	hw := l.HighWatermark()
 	var doomed []*segment.Segment
 	if l.cfg.RetentionMs >= 0 {
-		doomed = append(doomed, l.dropSegmentsLocked(func(s *segment.Segment, _ int64) bool {
+		doomed = append(doomed, l.dropSegmentsLocked(func(s *segment.Segment, nextBase int64) bool {
+			if nextBase > hw {
+				return false
+			}
 			ts := s.MaxTimestamp()
 			if ts < 0 {
 				ts = s.Created().UnixMilli()
@@ -519,8 +552,8 @@ func (l *Log) DeleteExpiredSegments() (int, error) {
 	}
 	if l.cfg.RetentionBytes >= 0 {
 		excess := l.Size() - l.cfg.RetentionBytes
-		doomed = append(doomed, l.dropSegmentsLocked(func(s *segment.Segment, _ int64) bool {
-			if excess-s.Size() < 0 {
+		doomed = append(doomed, l.dropSegmentsLocked(func(s *segment.Segment, nextBase int64) bool {
+			if nextBase > hw || excess-s.Size() < 0 {
 				return false
 			}
 			excess -= s.Size()

@@ -122,3 +122,41 @@ func Checksum(batch []byte) uint32 {
 func SetChecksum(batch []byte) {
 	binary.BigEndian.PutUint32(batch[CRCOffset:], Checksum(batch))
 }
+
+// FirstRecordAtOrAfter walks the records of an uncompressed batch (the whole batch in b) and
+// returns the offset and timestamp of the first record whose timestamp is >= ts. ok is false for
+// a compressed batch or when no record qualifies.
+func FirstRecordAtOrAfter(b []byte, ts int64) (offset, timestamp int64, ok bool) {
+	h, err := ParseHeader(b)
+	if err != nil || h.Compression() != 0 || int64(len(b)) < h.Size() {
+		return 0, 0, false
+	}
+	recs := b[HeaderSize:h.Size()]
+	for len(recs) > 0 {
+		l, n := binary.Varint(recs)
+		if n <= 0 || l < 0 || l > int64(len(recs)-n) {
+			return 0, 0, false
+		}
+		body := recs[n : n+int(l)]
+		recs = recs[n+int(l):]
+		if len(body) < 1 {
+			return 0, 0, false
+		}
+		tsDelta, k := binary.Varint(body[1:])
+		if k <= 0 {
+			return 0, 0, false
+		}
+		offDelta, k2 := binary.Varint(body[1+k:])
+		if k2 <= 0 {
+			return 0, 0, false
+		}
+		rts := h.BaseTimestamp + tsDelta
+		if h.LogAppendTime() {
+			rts = h.MaxTimestamp
+		}
+		if rts >= ts {
+			return h.BaseOffset + offDelta, rts, true
+		}
+	}
+	return 0, 0, false
+}

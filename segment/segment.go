@@ -336,11 +336,12 @@ func (s *Segment) TranslateOffset(offset int64) (pos int64, h record.Header, fou
 	}
 }
 
-// FindTimestamp returns the first batch whose max timestamp is >= ts, starting from the time
-// index's entry before ts. found is false when no batch of the segment reaches ts.
-func (s *Segment) FindTimestamp(ts int64) (pos int64, h record.Header, found bool, err error) {
+// FindTimestamp returns the first batch holding an offset >= startOffset (the log start) whose
+// max timestamp is >= ts, starting from the time index's entry before ts, as Kafka's
+// findOffsetByTimestamp does. found is false when no such batch is in the segment.
+func (s *Segment) FindTimestamp(ts, startOffset int64) (pos int64, h record.Header, found bool, err error) {
 	_, off := s.timeIndex.LookupBefore(ts)
-	pos, _, found, err = s.TranslateOffset(off)
+	pos, _, found, err = s.TranslateOffset(max(off, startOffset))
 	if err != nil || !found {
 		return pos, h, found, err
 	}

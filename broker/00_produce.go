@@ -1,0 +1,122 @@
+package broker
+
+// Produce (key 0), v3-v13; v0-v2 are advertised (older librdkafka turns compression off unless
+// Produce v0 is advertised, KAFKA-18659) and refused on use by closing the connection, as Kafka 4
+// does. v13 names topics by id. Each partition's records must be exactly one RecordBatch v2;
+// the engine validates it (CRC, magic, sizes, record count) and assigns offsets in place.
+// acks=0: no response. acks=1 and acks=-1 on a single broker both mean a durable local append
+// when the log's policy is durable (the default): the reply is deferred until the fdatasync that
+// covers every appended batch of the request, so the appends of pipelined requests share syncs.
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/netio"
+)
+
+var produceAdvertisedMin = int16(0)
+
+func init() {
+	register(apiDef{key: 0, min: 3, max: 13, advertisedMin: &produceAdvertisedMin, handle: handleProduce})
+}
+
+// pendingAppend is an appended batch whose acknowledgement waits for durability.
+type pendingAppend struct {
+	log  *engine.Log
+	part *kmsg.ProduceResponseTopicPartition
+	upTo int64
+}
+
+func handleProduce(b *Broker, r *netio.Request) netio.Reply {
+	req := r.Body.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	resp.SetVersion(r.Version)
+	badAcks := req.Acks != 0 && req.Acks != 1 && req.Acks != -1
+	var pending []pendingAppend
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		st := &resp.Topics[i]
+		*st = kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		var t Topic
+		var found bool
+		var missing *kerr.Error = kerr.UnknownTopicOrPartition
+		if r.Version >= 13 {
+			t, found = b.topics.getByID(rt.TopicID)
+			missing = kerr.UnknownTopicID
+		} else {
+			t, found = b.topics.get(rt.Topic)
+		}
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := &st.Partitions[j]
+			*sp = kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+			var err error
+			switch {
+			case badAcks:
+				err = fmt.Errorf("acks %d: %w", req.Acks, kerr.InvalidRequiredAcks)
+			case req.TransactionID != nil:
+				err = fmt.Errorf("transactional produce is not supported: %w", kerr.TransactionalIDAuthorizationFailed)
+			case !found || rp.Partition < 0 || rp.Partition >= t.Partitions:
+				err = missing
+			}
+			if err == nil {
+				var l *engine.Log
+				var ok bool
+				l, ok = b.logs.Log(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition})
+				if !ok {
+					err = kerr.UnknownTopicOrPartition
+				} else {
+					var info engine.AppendInfo
+					info, err = b.appendProduced(l, rp.Records)
+					if err == nil {
+						sp.BaseOffset = info.BaseOffset
+						sp.LogStartOffset = l.LogStartOffset()
+						if req.Acks != 0 && l.Config().Durable() {
+							pending = append(pending, pendingAppend{log: l, part: sp, upTo: info.LastOffset + 1})
+						}
+					}
+				}
+			}
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
+				if r.Version >= 8 {
+					msg := err.Error()
+					sp.ErrorMessage = &msg
+				}
+				sp.BaseOffset = -1
+			}
+		}
+	}
+	if req.Acks == 0 {
+		return netio.Reply{None: true}
+	}
+	if len(pending) == 0 {
+		return netio.Reply{Response: resp}
+	}
+	return netio.Reply{Deferred: func() netio.Reply {
+		for _, p := range pending {
+			if err := p.log.AwaitDurable(p.upTo); err != nil {
+				p.part.ErrorCode = errorCode(err)
+				p.part.BaseOffset = -1
+			}
+		}
+		return netio.Reply{Response: resp}
+	}}
+}
+
+// appendProduced appends one partition's records (one batch).
+func (b *Broker) appendProduced(l *engine.Log, records []byte) (engine.AppendInfo, error) {
+	if len(records) == 0 {
+		return engine.AppendInfo{}, fmt.Errorf("empty record set: %w", kerr.InvalidRecord)
+	}
+	return l.Append(records)
+}

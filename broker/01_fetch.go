@@ -1,0 +1,178 @@
+package broker
+
+// Fetch (key 1), v4-v17 (Kafka 4 removed v0-v3). v13+ names topics by id. Record bytes are
+// never copied: each partition's records are a file slice sent with sendfile(2), the rest of
+// the response is encoded here (fetchenc.go) and written with writev. Consumers read up to the
+// high watermark, replicas (replica id >= 0) up to the log end. An offset past the log end or
+// before the log start is OFFSET_OUT_OF_RANGE; between the high watermark and the log end the
+// answer is empty. A fetch offset inside a batch returns the whole batch. The first partition
+// with data gets at least one whole batch even beyond max_bytes (KIP-74). With fewer than
+// min_bytes available the request parks on the partitions' high-watermark notifications until
+// min_bytes or max_wait_ms: no polling. Fetch sessions (KIP-227) are declined (session id 0),
+// which every client handles by sending full fetches; an incremental fetch naming a session
+// answers FETCH_SESSION_ID_NOT_FOUND.
+
+import (
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/netio"
+)
+
+func init() {
+	register(apiDef{key: 1, min: 4, max: 17, handle: handleFetch})
+}
+
+// maxFetchWait bounds max_wait_ms from the network.
+const maxFetchWait = 5 * time.Minute
+
+func handleFetch(b *Broker, r *netio.Request) netio.Reply {
+	req := r.Body.(*kmsg.FetchRequest)
+	if req.SessionID != 0 && req.SessionEpoch > 0 {
+		enc := newFetchEncoder(r.Version)
+		enc.begin(0, kerr.FetchSessionIDNotFound.Code, 0, 0)
+		enc.end()
+		return netio.Reply{Body: enc.body}
+	}
+	body, total, watches := b.buildFetch(r.Version, req)
+	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	if total >= int64(req.MinBytes) || wait <= 0 || len(watches) == 0 {
+		return netio.Reply{Body: body}
+	}
+	body.Release()
+	deadline := time.Now().Add(min(wait, maxFetchWait))
+	return netio.Reply{Deferred: func() netio.Reply {
+		timer := time.NewTimer(time.Until(deadline))
+		defer timer.Stop()
+		for {
+			if waitAny(watches, timer.C) {
+				body, _, _ := b.buildFetch(r.Version, req)
+				return netio.Reply{Body: body}
+			}
+			body, total, w := b.buildFetch(r.Version, req)
+			if total >= int64(req.MinBytes) || time.Now().After(deadline) {
+				return netio.Reply{Body: body}
+			}
+			body.Release()
+			watches = w
+		}
+	}}
+}
+
+// waitAny blocks until one of the channels closes (false) or the timer fires (true).
+func waitAny(chs []<-chan struct{}, timer <-chan time.Time) (timedOut bool) {
+	if len(chs) == 1 {
+		select {
+		case <-chs[0]:
+			return false
+		case <-timer:
+			return true
+		}
+	}
+	done := make(chan struct{})
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, ch := range chs {
+		go func(ch <-chan struct{}) {
+			select {
+			case <-ch:
+				select {
+				case done <- struct{}{}:
+				case <-stop:
+				}
+			case <-stop:
+			}
+		}(ch)
+	}
+	select {
+	case <-done:
+		return false
+	case <-timer:
+		return true
+	}
+}
+
+// buildFetch reads every requested partition and encodes the response. It returns the body,
+// the record bytes it holds, and (for a long poll) the high-watermark notifications of the
+// partitions read, taken before reading so no append is missed.
+func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest) (*netio.Body, int64, []<-chan struct{}) {
+	enc := newFetchEncoder(version)
+	enc.begin(0, 0, 0, len(req.Topics))
+	iso := engine.ReadUpToHighWatermark
+	if version < 15 && req.ReplicaID >= 0 || version >= 15 && req.ReplicaState.ID >= 0 {
+		iso = engine.ReadUpToLogEnd
+	}
+	maxBytes := int64(req.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 1 << 31
+	}
+	var total int64
+	var watches []<-chan struct{}
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		var t Topic
+		var ok bool
+		missing := kerr.UnknownTopicOrPartition
+		if version >= 13 {
+			t, ok = b.topics.getByID(rt.TopicID)
+			missing = kerr.UnknownTopicID
+		} else {
+			t, ok = b.topics.get(rt.Topic)
+		}
+		enc.topic(rt.Topic, rt.TopicID, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			p := fetchPartition{partition: rp.Partition, hw: -1, lso: -1, logStart: -1, readCommitted: req.IsolationLevel == 1}
+			var l *engine.Log
+			if ok && rp.Partition >= 0 && rp.Partition < t.Partitions {
+				l, _ = b.logs.Log(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition})
+			}
+			if l == nil {
+				p.errorCode = missing.Code
+				enc.partition(&p)
+				continue
+			}
+			watches = append(watches, l.HighWatermarkChanged())
+			p.hw = l.HighWatermark()
+			p.lso = p.hw
+			p.logStart = l.LogStartOffset()
+			partMax := int64(rp.PartitionMaxBytes)
+			if remaining := maxBytes - total; remaining < partMax {
+				partMax = remaining
+			}
+			if partMax > 0 || total == 0 {
+				if total == 0 && partMax <= 0 {
+					partMax = 1 // the first partition with data still gets one whole batch
+				}
+				sl, err := b.readPartition(l, rp.FetchOffset, partMax, iso)
+				if err != nil {
+					p.errorCode = errorCode(err)
+				} else {
+					p.slice = sl
+					total += sl.Length
+				}
+			}
+			enc.partition(&p)
+		}
+		enc.endTopic()
+	}
+	enc.end()
+	return enc.body, total, watches
+}
+
+// readPartition reads from one partition: OFFSET_OUT_OF_RANGE outside [log start, log end], an
+// empty slice between the bound and the log end.
+func (b *Broker) readPartition(l *engine.Log, offset, maxBytes int64, iso engine.Isolation) (sl segmentSlice, err error) {
+	if offset >= l.HighWatermark() && iso == engine.ReadUpToHighWatermark && offset <= l.LogEndOffset() && offset >= l.LogStartOffset() {
+		return segmentSlice{}, nil
+	}
+	sl, err = l.Read(offset, maxBytes, iso)
+	if err != nil && !errors.Is(err, kerr.OffsetOutOfRange) {
+		return sl, err
+	}
+	return sl, err
+}

@@ -1,0 +1,115 @@
+package broker
+
+// ListOffsets (key 2), v1-v10 (Kafka 4 removed v0). Timestamp -1 = latest (the high watermark:
+// also the last stable offset, there being no transactions), -2 = earliest (log start), -3 = the
+// record with the largest timestamp (KIP-734), -4 = earliest local (= earliest without tiered
+// storage), -5 = latest tiered (none: offset -1). Other timestamps return the first record whose
+// timestamp is >= the target: the batch is found through the time index, then its records are
+// walked (uncompressed batches; for a compressed batch the batch's first offset is returned).
+// A timestamp after every record answers offset -1 and timestamp -1.
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/netio"
+	"github.com/weir-mq/weir/record"
+)
+
+func init() {
+	register(apiDef{key: 2, min: 1, max: 10, handle: handleListOffsets})
+}
+
+func handleListOffsets(b *Broker, r *netio.Request) netio.Reply {
+	req := r.Body.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	resp.SetVersion(r.Version)
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		t, ok := b.topics.get(rt.Topic)
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, 0
+			var l *engine.Log
+			if ok && rp.Partition >= 0 && rp.Partition < t.Partitions {
+				l, _ = b.logs.Log(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition})
+			}
+			if l == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.LeaderEpoch = -1
+			} else {
+				off, ts, err := listOffset(l, rp.Timestamp, req.ReplicaID >= 0)
+				sp.Offset, sp.Timestamp, sp.ErrorCode = off, ts, errorCode(err)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return netio.Reply{Response: resp}
+}
+
+func listOffset(l *engine.Log, ts int64, replica bool) (offset, timestamp int64, err error) {
+	hw := l.HighWatermark()
+	if replica {
+		hw = l.LogEndOffset()
+	}
+	switch ts {
+	case -1:
+		return hw, -1, nil
+	case -2, -4:
+		return l.LogStartOffset(), -1, nil
+	case -5:
+		return -1, -1, nil
+	case -3:
+		var best int64 = -1
+		for _, s := range l.Segments() {
+			best = max(best, s.MaxTimestamp())
+		}
+		if best < 0 {
+			return -1, -1, nil
+		}
+		return findByTimestamp(l, best, hw)
+	}
+	if ts < 0 {
+		return -1, -1, fmt.Errorf("timestamp %d: %w", ts, kerr.InvalidRequest)
+	}
+	return findByTimestamp(l, ts, hw)
+}
+
+// findByTimestamp returns the first record at or after ts below hw.
+func findByTimestamp(l *engine.Log, ts, hw int64) (int64, int64, error) {
+	base, batchTs, err := l.OffsetForTimestamp(ts)
+	if err != nil {
+		return -1, -1, err
+	}
+	if base < 0 || base >= hw {
+		return -1, -1, nil
+	}
+	sl, err := l.Read(base, 1, engine.ReadUpToLogEnd)
+	if err != nil || sl.Length < record.HeaderSize {
+		sl.Release()
+		return base, batchTs, nil
+	}
+	defer sl.Release()
+	var hdr [record.HeaderSize]byte
+	if _, err := sl.File.ReadAt(hdr[:], sl.Position); err != nil {
+		return base, batchTs, nil
+	}
+	h, err := record.ParseHeader(hdr[:])
+	if err != nil || h.Compression() != 0 || h.Size() > sl.Length {
+		return base, batchTs, nil
+	}
+	buf := make([]byte, h.Size())
+	if _, err := sl.File.ReadAt(buf, sl.Position); err != nil {
+		return base, batchTs, nil
+	}
+	if off, rts, ok := record.FirstRecordAtOrAfter(buf, ts); ok && off >= l.LogStartOffset() && off < hw {
+		return off, rts, nil
+	}
+	return base, batchTs, nil
+}

@@ -1,0 +1,304 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/netio"
+)
+
+// Version is weir's version string, reported at start-up.
+const Version = "0.1.0"
+
+// Broker is one weir broker: the log manager, the topic metadata, and the Kafka API handlers
+// served by netio.
+type Broker struct {
+	cfg       *Config
+	nodeID    int32
+	clusterID string
+
+	logs      *engine.Manager
+	topics    *topicStore
+	producers *producerIDs
+
+	registry *netio.Registry
+	server   *netio.Server
+
+	mu         sync.Mutex
+	bound      []netio.Listener
+	advertised []ListenerSpec
+	// topicMu serializes topic creation and deletion.
+	topicMu sync.Mutex
+}
+
+// apiDef is an API handler registered by one file per API key (in its init()).
+type apiDef struct {
+	key           int16
+	min, max      int16
+	advertisedMin *int16
+	handle        func(b *Broker, r *netio.Request) netio.Reply
+}
+
+var apiDefs []apiDef
+
+func register(d apiDef) { apiDefs = append(apiDefs, d) }
+
+// New opens the broker's storage (log dirs, recovering them as needed) and topic metadata.
+// Start binds the listeners.
+func New(cfg *Config) (*Broker, error) {
+	dirs := cfg.LogDirs()
+	if len(dirs) == 0 {
+		return nil, errors.New("no log dirs configured")
+	}
+	b := &Broker{cfg: cfg, nodeID: cfg.NodeID()}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("log dir %s: %w", d, err)
+		}
+	}
+	var err error
+	if b.clusterID, err = loadMetaProperties(dirs, b.nodeID, cfg.str("cluster.id")); err != nil {
+		return nil, err
+	}
+	if b.topics, err = openTopicStore(dirs[0]); err != nil {
+		return nil, err
+	}
+	if b.producers, err = openProducerIDs(dirs[0]); err != nil {
+		return nil, err
+	}
+	b.logs, err = engine.OpenManager(engine.ManagerConfig{
+		Dirs:                   dirs,
+		ConfigFor:              b.logConfigFor,
+		RecoveryThreadsPerDir:  int(cfg.int64("num.recovery.threads.per.data.dir")),
+		RetentionCheckInterval: cfg.duration("log.retention.check.interval.ms"),
+		CheckpointInterval:     cfg.duration("log.flush.offset.checkpoint.interval.ms"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.reconcileTopics(); err != nil {
+		b.logs.Close()
+		return nil, err
+	}
+	b.registry = netio.NewRegistry()
+	for _, d := range apiDefs {
+		d := d
+		b.registry.Register(netio.API{Key: d.key, MinVersion: d.min, MaxVersion: d.max, AdvertisedMin: d.advertisedMin,
+			Handle: func(r *netio.Request) netio.Reply { return d.handle(b, r) }})
+	}
+	b.server = netio.NewServer(netio.Config{
+		MaxRequestBytes: int32(cfg.int64("socket.request.max.bytes")),
+		MaxConnections:  int(cfg.int64("max.connections")),
+		IdleTimeout:     cfg.duration("connections.max.idle.ms"),
+	}, b.registry)
+	return b, nil
+}
+
+func (b *Broker) logConfigFor(topic string) engine.Config {
+	t, _ := b.topics.get(topic)
+	return b.cfg.LogConfig(t.Configs)
+}
+
+// reconcileTopics makes topic metadata and logs agree: a topic's missing partition logs are
+// created; partition logs with no topic (a lost metadata file, or a log dir Kafka wrote) are
+// adopted as topics, keeping the ids in their partition.metadata.
+func (b *Broker) reconcileTopics() error {
+	counts := map[string]int32{}
+	for tp := range b.logs.Logs() {
+		if tp.Partition+1 > counts[tp.Topic] {
+			counts[tp.Topic] = tp.Partition + 1
+		}
+	}
+	for name, n := range counts {
+		if _, ok := b.topics.get(name); ok {
+			continue
+		}
+		id, ok := b.logs.TopicID(engine.TopicPartition{Topic: name, Partition: 0})
+		if !ok {
+			id = newTopicID()
+		}
+		slog.Info("adopting partition logs without topic metadata", "topic", name, "partitions", n)
+		if err := b.topics.put(Topic{Name: name, ID: id, Partitions: n, Internal: strings.HasPrefix(name, "__")}); err != nil {
+			return err
+		}
+	}
+	for _, t := range b.topics.all() {
+		for p := int32(0); p < t.Partitions; p++ {
+			if _, err := b.ensureLog(t, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ensureLog returns partition p's log of t, creating it if needed. A single broker is the leader
+// of every partition; its high watermark follows durable appends.
+func (b *Broker) ensureLog(t Topic, p int32) (*engine.Log, error) {
+	tp := engine.TopicPartition{Topic: t.Name, Partition: p}
+	if l, ok := b.logs.Log(tp); ok {
+		return l, nil
+	}
+	return b.logs.CreateLog(tp, t.ID)
+}
+
+// Start binds every listener and starts serving.
+func (b *Broker) Start() error {
+	specs, err := b.cfg.Listeners()
+	if err != nil {
+		return err
+	}
+	adv, err := b.cfg.AdvertisedListeners()
+	if err != nil {
+		return err
+	}
+	_, explicitAdv := b.cfg.Get("advertised.listeners")
+	for _, spec := range specs {
+		ln, err := net.Listen("tcp", spec.Addr())
+		if err != nil {
+			b.closeListeners()
+			return fmt.Errorf("listen %s://%s: %w", spec.Name, spec.Addr(), err)
+		}
+		l := netio.Listener{Name: spec.Name, Listener: ln}
+		b.mu.Lock()
+		b.bound = append(b.bound, l)
+		b.mu.Unlock()
+		// A port-0 listener advertises the port it got, unless advertised.listeners says otherwise.
+		port := ln.Addr().(*net.TCPAddr).Port
+		for i := range adv {
+			if adv[i].Name == spec.Name && (adv[i].Port == 0 || explicitAdv == "DEFAULT_CONFIG") {
+				adv[i].Port = port
+			}
+		}
+	}
+	b.mu.Lock()
+	b.advertised = adv
+	b.mu.Unlock()
+	for _, l := range b.bound {
+		b.server.Serve(l)
+	}
+	var advs, binds []string
+	for _, a := range adv {
+		advs = append(advs, a.Name+"://"+a.Addr())
+	}
+	for _, l := range b.bound {
+		binds = append(binds, l.Name+"://"+l.Addr().String())
+	}
+	flushMsgs, _ := b.cfg.Get("log.flush.interval.messages")
+	policy := "durable acks (fdatasync with group commit before every acknowledgement)"
+	if flushMsgs != "1" {
+		policy = "page-cache acks (fdatasync every " + flushMsgs + " messages)"
+	}
+	slog.Info("weir broker started", "version", Version, "node.id", b.nodeID, "cluster.id", b.clusterID,
+		"listeners", strings.Join(binds, ","), "advertised.listeners", strings.Join(advs, ","),
+		"log.dirs", strings.Join(b.cfg.LogDirs(), ","), "flush", policy, "topics", len(b.topics.all()))
+	return nil
+}
+
+func (b *Broker) closeListeners() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, l := range b.bound {
+		l.Close()
+	}
+}
+
+// Addr returns the bound address of the first listener (tests use port 0).
+func (b *Broker) Addr() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.bound) == 0 {
+		return ""
+	}
+	return b.bound[0].Addr().String()
+}
+
+// Advertised returns the advertised listener of name (or the first one).
+func (b *Broker) advertisedFor(listener string) ListenerSpec {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, a := range b.advertised {
+		if a.Name == listener {
+			return a
+		}
+	}
+	if len(b.advertised) > 0 {
+		return b.advertised[0]
+	}
+	return ListenerSpec{Host: "127.0.0.1", Port: 9092}
+}
+
+// Shutdown stops accepting connections, answers the requests already read, then flushes every
+// log, writes the checkpoints and the clean-shutdown marker, so the next start scans nothing.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	errs := []error{b.server.Shutdown(ctx)}
+	errs = append(errs, b.logs.Close())
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	slog.Info("weir broker stopped cleanly")
+	return nil
+}
+
+// Logs exposes the log manager (tests, tools).
+func (b *Broker) Logs() *engine.Manager { return b.logs }
+
+// loadMetaProperties reads or writes each log dir's meta.properties (Kafka's format: version,
+// node.id, cluster.id, directory.id) and returns the cluster id. A node id or cluster id that
+// disagrees with the configuration is refused: the dir belongs to another broker.
+func loadMetaProperties(dirs []string, nodeID int32, configured string) (string, error) {
+	clusterID := configured
+	type dirMeta struct{ path, cluster, node string }
+	var metas []dirMeta
+	for _, d := range dirs {
+		p := filepath.Join(d, "meta.properties")
+		props, err := LoadProperties(p)
+		if errors.Is(err, os.ErrNotExist) {
+			metas = append(metas, dirMeta{path: p})
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if n := props["node.id"]; n != "" && n != strconv.Itoa(int(nodeID)) {
+			return "", fmt.Errorf("%s says node.id %s, configured %d", p, n, nodeID)
+		}
+		c := props["cluster.id"]
+		if clusterID == "" {
+			clusterID = c
+		} else if c != "" && c != clusterID {
+			return "", fmt.Errorf("%s says cluster.id %s, expected %s", p, c, clusterID)
+		}
+		metas = append(metas, dirMeta{path: p, cluster: c, node: props["node.id"]})
+	}
+	if clusterID == "" {
+		var raw [16]byte
+		_, _ = rand.Read(raw[:])
+		clusterID = base64.RawURLEncoding.EncodeToString(raw[:])
+	}
+	for _, m := range metas {
+		if m.cluster != "" {
+			continue
+		}
+		var raw [16]byte
+		_, _ = rand.Read(raw[:])
+		s := fmt.Sprintf("#\n#%s\ncluster.id=%s\ndirectory.id=%s\nnode.id=%d\nversion=1\n",
+			time.Now().UTC().Format(time.UnixDate), clusterID, base64.RawURLEncoding.EncodeToString(raw[:]), nodeID)
+		if err := os.WriteFile(m.path, []byte(s), 0o644); err != nil {
+			return "", fmt.Errorf("write %s: %w", m.path, err)
+		}
+	}
+	return clusterID, nil
+}

@@ -1,0 +1,146 @@
+package broker
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ConfigType is a config value's type, with Kafka's names.
+type ConfigType string
+
+const (
+	TypeBoolean  ConfigType = "BOOLEAN"
+	TypeString   ConfigType = "STRING"
+	TypeInt      ConfigType = "INT"
+	TypeShort    ConfigType = "SHORT"
+	TypeLong     ConfigType = "LONG"
+	TypeDouble   ConfigType = "DOUBLE"
+	TypeList     ConfigType = "LIST"
+	TypePassword ConfigType = "PASSWORD"
+)
+
+// ConfigDef defines one broker config key (server.properties), with its default and meaning.
+// Topic is the topic-level key the broker key provides the default for, if any.
+type ConfigDef struct {
+	Name    string
+	Type    ConfigType
+	Default string
+	Doc     string
+	// Dynamic keys can be changed at run time with IncrementalAlterConfigs.
+	Dynamic bool
+	Topic   string
+}
+
+// brokerConfigDefs is every broker key weir understands. Kafka's names and defaults, except
+// log.flush.interval.messages: weir acknowledges durably by default (group commit keeps it cheap).
+var brokerConfigDefs = []ConfigDef{
+	{Name: "node.id", Type: TypeInt, Default: "1", Doc: "This broker's id."},
+	{Name: "broker.id", Type: TypeInt, Default: "-1", Doc: "Alias of node.id kept for older tools; node.id wins when both are set."},
+	{Name: "listeners", Type: TypeList, Default: "PLAINTEXT://127.0.0.1:9092", Doc: "Listeners to bind: NAME://host:port, comma-separated. An empty host binds every interface."},
+	{Name: "advertised.listeners", Type: TypeList, Default: "", Doc: "Addresses sent to clients in Metadata; empty = the listeners (an empty or 0.0.0.0 host is replaced by the machine's hostname)."},
+	{Name: "log.dirs", Type: TypeList, Default: "./data", Doc: "Directories holding the partition logs."},
+	{Name: "log.dir", Type: TypeString, Default: "", Doc: "Single log directory, used when log.dirs is not set."},
+	{Name: "cluster.id", Type: TypeString, Default: "", Doc: "Cluster id reported in Metadata; generated and stored in meta.properties when empty."},
+	{Name: "num.partitions", Type: TypeInt, Default: "1", Doc: "Partitions of an auto-created topic, or of CreateTopics with -1.", Dynamic: false},
+	{Name: "default.replication.factor", Type: TypeShort, Default: "1", Doc: "Replication factor of auto-created topics."},
+	{Name: "auto.create.topics.enable", Type: TypeBoolean, Default: "true", Doc: "Create a topic when Metadata names an unknown one and allows auto creation."},
+	{Name: "delete.topic.enable", Type: TypeBoolean, Default: "true", Doc: "Allow DeleteTopics."},
+	{Name: "message.max.bytes", Type: TypeInt, Default: "1048588", Doc: "Largest record batch accepted.", Dynamic: true, Topic: "max.message.bytes"},
+	{Name: "log.segment.bytes", Type: TypeInt, Default: "1073741824", Doc: "Segment size before a roll.", Dynamic: true, Topic: "segment.bytes"},
+	{Name: "log.roll.ms", Type: TypeLong, Default: "604800000", Doc: "Roll a segment whose first batch is older than this.", Dynamic: true, Topic: "segment.ms"},
+	{Name: "log.retention.ms", Type: TypeLong, Default: "604800000", Doc: "Delete segments whose newest record is older than this; -1 keeps them.", Dynamic: true, Topic: "retention.ms"},
+	{Name: "log.retention.bytes", Type: TypeLong, Default: "-1", Doc: "Delete oldest segments while a partition is larger than this; -1 = no limit.", Dynamic: true, Topic: "retention.bytes"},
+	{Name: "log.retention.check.interval.ms", Type: TypeLong, Default: "300000", Doc: "How often retention runs."},
+	{Name: "log.index.interval.bytes", Type: TypeInt, Default: "4096", Doc: "Bytes between offset index entries.", Dynamic: true, Topic: "index.interval.bytes"},
+	{Name: "log.index.size.max.bytes", Type: TypeInt, Default: "10485760", Doc: "Maximum size of a segment's offset or time index.", Dynamic: true, Topic: "segment.index.bytes"},
+	{Name: "log.flush.interval.messages", Type: TypeLong, Default: "1", Doc: "Unflushed messages that force an fdatasync. 1 (weir's default) = every acknowledged write is durable (group commit); larger = acknowledge from the page cache as Kafka's default does.", Dynamic: true, Topic: "flush.messages"},
+	{Name: "log.flush.interval.ms", Type: TypeLong, Default: "0", Doc: "Also fdatasync when the oldest unflushed write is this old; 0 disables.", Dynamic: true, Topic: "flush.ms"},
+	{Name: "log.cleanup.policy", Type: TypeList, Default: "delete", Doc: "delete, compact, or both.", Dynamic: true, Topic: "cleanup.policy"},
+	{Name: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime", Doc: "CreateTime or LogAppendTime.", Dynamic: true, Topic: "message.timestamp.type"},
+	{Name: "compression.type", Type: TypeString, Default: "producer", Doc: "Stored compression; weir stores batches as the producer sent them.", Dynamic: true, Topic: "compression.type"},
+	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", Doc: "Minimum in-sync replicas for acks=all.", Dynamic: true, Topic: "min.insync.replicas"},
+	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", Doc: "Allow leaders from outside the ISR.", Dynamic: true, Topic: "unclean.leader.election.enable"},
+	{Name: "log.cleaner.delete.retention.ms", Type: TypeLong, Default: "86400000", Doc: "How long compaction keeps tombstones.", Dynamic: true, Topic: "delete.retention.ms"},
+	{Name: "socket.request.max.bytes", Type: TypeInt, Default: "104857600", Doc: "Largest request frame; larger closes the connection."},
+	{Name: "max.connections", Type: TypeInt, Default: "2147483647", Doc: "Maximum client connections.", Dynamic: true},
+	{Name: "connections.max.idle.ms", Type: TypeLong, Default: "600000", Doc: "Close connections idle this long."},
+	{Name: "num.recovery.threads.per.data.dir", Type: TypeInt, Default: "2", Doc: "Threads opening and recovering partition logs per log dir at start."},
+	{Name: "log.flush.offset.checkpoint.interval.ms", Type: TypeInt, Default: "60000", Doc: "How often the recovery-point checkpoint is written."},
+	{Name: "offsets.topic.num.partitions", Type: TypeInt, Default: "50", Doc: "Partitions of __consumer_offsets."},
+	{Name: "offsets.topic.replication.factor", Type: TypeShort, Default: "1", Doc: "Replication factor of __consumer_offsets."},
+	{Name: "producer.id.expiration.ms", Type: TypeInt, Default: "86400000", Doc: "Forget an idempotent producer's state after this long without writes.", Dynamic: true},
+	{Name: "max.incremental.fetch.session.cache.slots", Type: TypeInt, Default: "1000", Doc: "Fetch sessions kept (KIP-227)."},
+}
+
+// topicConfigDefault lists topic-level keys with no broker key, with their defaults.
+var topicOnlyConfigDefs = []ConfigDef{
+	{Name: "message.timestamp.before.max.ms", Type: TypeLong, Default: "9223372036854775807", Doc: "Largest allowed age of a CreateTime timestamp."},
+	{Name: "message.timestamp.after.max.ms", Type: TypeLong, Default: "3600000", Doc: "Largest allowed lead of a CreateTime timestamp."},
+	{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", Doc: "Minimum age before a record may be compacted."},
+	{Name: "max.compaction.lag.ms", Type: TypeLong, Default: "9223372036854775807", Doc: "Maximum age before a record must be compacted."},
+	{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", Doc: "Dirty ratio that triggers compaction."},
+	{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", Doc: "Random jitter subtracted from segment.ms."},
+	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", Doc: "Delay before deleted segment files are removed."},
+	{Name: "preallocate", Type: TypeBoolean, Default: "false", Doc: "Preallocate segment files."},
+	{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true", Doc: "Accepted for compatibility; weir stores only magic 2."},
+}
+
+var brokerDefByName = func() map[string]*ConfigDef {
+	m := map[string]*ConfigDef{}
+	for i := range brokerConfigDefs {
+		m[brokerConfigDefs[i].Name] = &brokerConfigDefs[i]
+	}
+	return m
+}()
+
+// topicDefs maps each topic-level key to its definition (with the broker key supplying its default).
+var topicDefs = func() map[string]ConfigDef {
+	m := map[string]ConfigDef{}
+	for _, d := range brokerConfigDefs {
+		if d.Topic != "" {
+			td := d
+			td.Name = d.Topic
+			td.Topic = d.Name // for a topic def, Topic names the broker key behind the default
+			m[d.Topic] = td
+		}
+	}
+	for _, d := range topicOnlyConfigDefs {
+		m[d.Name] = d
+	}
+	return m
+}()
+
+// validateValue checks that v parses as the def's type.
+func validateValue(d ConfigDef, v string) error {
+	switch d.Type {
+	case TypeBoolean:
+		if v != "true" && v != "false" {
+			return fmt.Errorf("%s: %q is not a boolean", d.Name, v)
+		}
+	case TypeInt:
+		if _, err := strconv.ParseInt(v, 10, 32); err != nil {
+			return fmt.Errorf("%s: %q is not an int", d.Name, v)
+		}
+	case TypeShort:
+		if _, err := strconv.ParseInt(v, 10, 16); err != nil {
+			return fmt.Errorf("%s: %q is not a short", d.Name, v)
+		}
+	case TypeLong:
+		if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+			return fmt.Errorf("%s: %q is not a long", d.Name, v)
+		}
+	case TypeDouble:
+		if _, err := strconv.ParseFloat(v, 64); err != nil {
+			return fmt.Errorf("%s: %q is not a double", d.Name, v)
+		}
+	}
+	if d.Name == "cleanup.policy" || d.Name == "log.cleanup.policy" {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "delete" && p != "compact" {
+				return fmt.Errorf("%s: %q is not delete or compact", d.Name, p)
+			}
+		}
+	}
+	return nil
+}

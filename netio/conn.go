@@ -1,0 +1,201 @@
+package netio
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/valyala/bytebufferpool"
+)
+
+// conn is one client connection: a reader goroutine (serve) and a writer goroutine.
+type conn struct {
+	srv  *Server
+	nc   *net.TCPConn
+	info ConnInfo
+
+	queue    chan queued
+	stopOnce sync.Once
+	stopped  chan struct{}
+}
+
+// queued is a reply waiting for its turn on the writer, with the buffer its request aliases.
+type queued struct {
+	corr  int32
+	key   int16
+	reply Reply
+	frame *bytebufferpool.ByteBuffer
+}
+
+func newConn(s *Server, nc *net.TCPConn, listener string) *conn {
+	return &conn{
+		srv: s, nc: nc,
+		info:    ConnInfo{Remote: nc.RemoteAddr(), Local: nc.LocalAddr(), Listener: listener, ID: s.nextID.Add(1)},
+		queue:   make(chan queued, s.cfg.MaxInFlight),
+		stopped: make(chan struct{}),
+	}
+}
+
+// stopReading makes the reader stop after the request it is reading (graceful shutdown).
+func (c *conn) stopReading() {
+	c.stopOnce.Do(func() {
+		close(c.stopped)
+		_ = c.nc.SetReadDeadline(time.Now())
+	})
+}
+
+func (c *conn) serve() {
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	c.readLoop()
+	close(c.queue)
+	<-writerDone
+	c.nc.Close()
+}
+
+// readLoop reads, decodes and dispatches requests until an error, a Close reply or shutdown.
+func (c *conn) readLoop() {
+	var sizeBuf [4]byte
+	for {
+		select {
+		case <-c.stopped:
+			return
+		default:
+		}
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
+			c.logReadErr(err)
+			return
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size <= 0 || size > c.srv.cfg.MaxRequestBytes {
+			slog.Warn("closing connection: request size out of bounds", "remote", c.info.Remote, "size", size, "socket.request.max.bytes", c.srv.cfg.MaxRequestBytes)
+			return
+		}
+		frame := bytebufferpool.Get()
+		if cap(frame.B) < int(size) {
+			frame.B = make([]byte, size)
+		}
+		frame.B = frame.B[:size]
+		if _, err := io.ReadFull(c.nc, frame.B); err != nil {
+			bytebufferpool.Put(frame)
+			c.logReadErr(err)
+			return
+		}
+		q, ok := c.dispatch(frame)
+		if !ok {
+			bytebufferpool.Put(frame)
+			return
+		}
+		c.queue <- q
+		if q.reply.Close {
+			return
+		}
+	}
+}
+
+func (c *conn) logReadErr(err error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
+		select {
+		case <-c.stopped:
+		default:
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				slog.Debug("closing idle connection", "remote", c.info.Remote)
+			}
+		}
+		return
+	}
+	slog.Debug("connection read", "remote", c.info.Remote, "err", err)
+}
+
+// dispatch decodes one frame and runs its handler. ok is false when the connection must close
+// without an answer.
+func (c *conn) dispatch(frame *bytebufferpool.ByteBuffer) (q queued, ok bool) {
+	received := time.Now()
+	req, api, err := decode(c.srv.reg, frame.B)
+	if errors.Is(err, errUnsupportedVersion) {
+		if req.Key == 18 { // ApiVersions: answer v0 with our range so the client retries lower (KIP-511)
+			resp := kmsg.NewPtrApiVersionsResponse()
+			resp.SetVersion(0)
+			resp.ErrorCode = kerr.UnsupportedVersion.Code
+			k := kmsg.NewApiVersionsResponseApiKey()
+			k.ApiKey, k.MinVersion, k.MaxVersion = 18, api.MinVersion, api.MaxVersion
+			resp.ApiKeys = append(resp.ApiKeys, k)
+			return queued{corr: req.CorrelationID, key: 18, reply: Reply{Response: resp}, frame: frame}, true
+		}
+		slog.Warn("closing connection: unsupported version", "remote", c.info.Remote, "api", kmsg.NameForKey(req.Key), "version", req.Version)
+		return q, false
+	}
+	if err != nil {
+		slog.Warn("closing connection: bad request", "remote", c.info.Remote, "err", err)
+		return q, false
+	}
+	req.Conn = &c.info
+	req.Received = received
+	reply, ok := c.call(api, req)
+	if !ok {
+		return q, false
+	}
+	return queued{corr: req.CorrelationID, key: req.Key, reply: reply, frame: frame}, true
+}
+
+// call runs a handler, turning a panic into a closed connection.
+func (c *conn) call(api API, req *Request) (reply Reply, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			slog.Error("handler panic; closing connection", "api", kmsg.NameForKey(req.Key), "version", req.Version, "remote", c.info.Remote, "panic", r, "stack", string(debug.Stack()))
+			ok = false
+		}
+	}()
+	return api.Handle(req), true
+}
+
+// writeLoop writes replies in request order. After a write error it keeps draining the queue
+// (running deferred work so its resources are released) without writing.
+func (c *conn) writeLoop() {
+	scratch := bytebufferpool.Get()
+	defer bytebufferpool.Put(scratch)
+	broken := false
+	for q := range c.queue {
+		r := q.reply
+		if r.Deferred != nil {
+			r = c.runDeferred(q, r.Deferred)
+		}
+		if !broken && !r.None && (r.Response != nil || r.Body != nil) {
+			if err := writeReply(c.nc, q.corr, q.key, &r, scratch); err != nil {
+				slog.Debug("connection write", "remote", c.info.Remote, "err", err)
+				broken = true
+				c.nc.Close() // unblocks the reader
+			}
+		}
+		if r.Body != nil {
+			r.Body.Release()
+		}
+		bytebufferpool.Put(q.frame)
+		if r.Close && !broken {
+			broken = true
+			c.nc.Close()
+		}
+	}
+}
+
+func (c *conn) runDeferred(q queued, f func() Reply) (r Reply) {
+	defer func() {
+		if p := recover(); p != nil {
+			slog.Error("deferred handler panic; closing connection", "api", kmsg.NameForKey(q.key), "remote", c.info.Remote, "panic", p, "stack", string(debug.Stack()))
+			r = Reply{Close: true}
+		}
+	}()
+	return f()
+}

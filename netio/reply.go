@@ -1,0 +1,172 @@
+package netio
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/valyala/bytebufferpool"
+	"golang.org/x/sys/unix"
+
+	"github.com/weir-mq/weir/segment"
+)
+
+// Reply is a handler's answer to one request.
+type Reply struct {
+	// Response is encoded with kmsg (most APIs).
+	Response kmsg.Response
+	// Body, when set instead of Response, is a pre-encoded body with file slices (Fetch).
+	Body *Body
+	// None means no response is sent (Produce with acks=0).
+	None bool
+	// Close closes the connection after this reply (after writing it, if any).
+	Close bool
+	// Deferred, when set, runs on the connection's writer goroutine before anything is written
+	// and returns the real reply. It may block (durability waits, long polls).
+	Deferred func() Reply
+}
+
+// Body is a response body made of encoded bytes interleaved with file slices. Bytes are
+// appended to one pooled buffer; a part records where a slice goes.
+type Body struct {
+	buf   *bytebufferpool.ByteBuffer
+	parts []bodyPart
+	size  int64
+	// flexibleHeader says the response header carries tagged fields (flexible versions).
+	flexibleHeader bool
+}
+
+type bodyPart struct {
+	end   int // the buffer bytes up to end precede the slice
+	slice segment.Slice
+}
+
+// NewBody returns an empty body using a pooled buffer; flexible is whether the response version is
+// flexible (its header then carries tagged fields).
+func NewBody(flexible bool) *Body {
+	return &Body{buf: bytebufferpool.Get(), flexibleHeader: flexible}
+}
+
+// Bytes returns the buffer to append encoded bytes to; store it back with SetBytes.
+func (b *Body) Bytes() []byte { return b.buf.B }
+
+// SetBytes stores the (appended-to) buffer.
+func (b *Body) SetBytes(p []byte) { b.buf.B = p }
+
+// AppendSlice adds a file slice after the bytes written so far. The body owns the slice's
+// reference from now on.
+func (b *Body) AppendSlice(s segment.Slice) {
+	b.parts = append(b.parts, bodyPart{end: len(b.buf.B), slice: s})
+	b.size += s.Length
+}
+
+// Len is the body's total size.
+func (b *Body) Len() int64 { return int64(len(b.buf.B)) + b.size }
+
+// Release returns the buffer and every slice reference. Idempotent.
+func (b *Body) Release() {
+	for i := range b.parts {
+		b.parts[i].slice.Release()
+	}
+	b.parts = b.parts[:0]
+	if b.buf != nil {
+		bytebufferpool.Put(b.buf)
+		b.buf = nil
+	}
+}
+
+// writeReply encodes and writes one response frame: size, correlation id, header tags (flexible
+// responses other than ApiVersions), then the body. scratch is reused between calls.
+func writeReply(conn *net.TCPConn, corr int32, key int16, r *Reply, scratch *bytebufferpool.ByteBuffer) error {
+	scratch.B = scratch.B[:0]
+	scratch.B = append(scratch.B, 0, 0, 0, 0)
+	scratch.B = binary.BigEndian.AppendUint32(scratch.B, uint32(corr))
+	flexible := false
+	if r.Response != nil {
+		flexible = r.Response.IsFlexible()
+	} else if r.Body != nil {
+		flexible = r.Body.flexibleHeader
+	}
+	if flexible && key != 18 { // ApiVersions responses always use header v0
+		scratch.B = append(scratch.B, 0)
+	}
+	if r.Response != nil {
+		scratch.B = r.Response.AppendTo(scratch.B)
+		binary.BigEndian.PutUint32(scratch.B, uint32(len(scratch.B)-4))
+		_, err := conn.Write(scratch.B)
+		return err
+	}
+	b := r.Body
+	total := int64(len(scratch.B)-4) + b.Len()
+	if total > 1<<31-1 {
+		return fmt.Errorf("response of %d bytes too large", total)
+	}
+	binary.BigEndian.PutUint32(scratch.B, uint32(total))
+	head := scratch.B
+	start := 0
+	bufs := net.Buffers{}
+	for _, p := range b.parts {
+		bufs = append(bufs[:0], head, b.buf.B[start:p.end])
+		head = nil
+		if _, err := bufs.WriteTo(conn); err != nil {
+			return err
+		}
+		start = p.end
+		if err := sendfile(conn, p.slice); err != nil {
+			return err
+		}
+	}
+	bufs = append(bufs[:0], head, b.buf.B[start:])
+	_, err := bufs.WriteTo(conn)
+	return err
+}
+
+// errShortSlice means the file held fewer bytes than the slice promised.
+var errShortSlice = errors.New("file slice shorter than promised")
+
+// sendfile sends a file slice to the socket with positional sendfile(2): the file's offset is
+// not used, so concurrent sends of one file are safe, and no byte passes through user space.
+func sendfile(conn *net.TCPConn, s segment.Slice) error {
+	if s.Length == 0 {
+		return nil
+	}
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	srcFd := int(s.File.Fd())
+	off := s.Position
+	remaining := s.Length
+	var opErr error
+	werr := rc.Write(func(fd uintptr) bool {
+		for remaining > 0 {
+			chunk := remaining
+			if chunk > 1<<30 {
+				chunk = 1 << 30
+			}
+			n, err := unix.Sendfile(int(fd), srcFd, &off, int(chunk))
+			if n > 0 {
+				remaining -= int64(n)
+			}
+			switch {
+			case err == unix.EAGAIN:
+				return false // wait for the socket to be writable
+			case err == unix.EINTR:
+				continue
+			case err != nil:
+				opErr = &net.OpError{Op: "sendfile", Net: "tcp", Err: err}
+				return true
+			case n == 0:
+				opErr = errShortSlice
+				return true
+			}
+		}
+		return true
+	})
+	if werr != nil {
+		return werr
+	}
+	return opErr
+}

@@ -1,0 +1,150 @@
+package netio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config bounds the transport. Zero values take Kafka's defaults.
+type Config struct {
+	// MaxRequestBytes is socket.request.max.bytes (default 100 MiB).
+	MaxRequestBytes int32
+	// MaxConnections is max.connections (default unlimited: 0).
+	MaxConnections int
+	// IdleTimeout is connections.max.idle.ms (default 10 minutes).
+	IdleTimeout time.Duration
+	// MaxInFlight is how many requests of one connection may be outstanding (default 64).
+	MaxInFlight int
+}
+
+func (c *Config) fill() {
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = 100 << 20
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 10 * time.Minute
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 64
+	}
+}
+
+// Listener is a named listening socket.
+type Listener struct {
+	Name string
+	net.Listener
+}
+
+// Server accepts connections on its listeners and serves them with the registry's handlers.
+type Server struct {
+	cfg Config
+	reg *Registry
+
+	mu        sync.Mutex
+	listeners []Listener
+	conns     map[*conn]struct{}
+	closing   bool
+	wg        sync.WaitGroup
+	nextID    atomic.Uint64
+	connCount atomic.Int64
+}
+
+// NewServer returns a server using reg.
+func NewServer(cfg Config, reg *Registry) *Server {
+	cfg.fill()
+	return &Server{cfg: cfg, reg: reg, conns: map[*conn]struct{}{}}
+}
+
+// Serve starts accepting on l (in the background).
+func (s *Server) Serve(l Listener) {
+	s.mu.Lock()
+	s.listeners = append(s.listeners, l)
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go s.acceptLoop(l)
+}
+
+// ConnectionCount is the number of open client connections.
+func (s *Server) ConnectionCount() int64 { return s.connCount.Load() }
+
+func (s *Server) acceptLoop(l Listener) {
+	defer s.wg.Done()
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			backoff = min(max(backoff*2, 5*time.Millisecond), time.Second)
+			slog.Warn("accept", "listener", l.Name, "err", err)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		tc, ok := nc.(*net.TCPConn)
+		if !ok {
+			nc.Close()
+			continue
+		}
+		if max := s.cfg.MaxConnections; max > 0 && s.connCount.Load() >= int64(max) {
+			slog.Warn("max.connections reached; closing new connection", "remote", nc.RemoteAddr())
+			nc.Close()
+			continue
+		}
+		_ = tc.SetNoDelay(true)
+		c := newConn(s, tc, l.Name)
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.connCount.Add(1)
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			s.connCount.Add(-1)
+		}()
+	}
+}
+
+// Shutdown stops accepting, stops reading new requests, lets every connection answer what it
+// already read, then closes them. It waits until ctx is done at most, then closes forcibly.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for _, l := range s.listeners {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.stopReading()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		return fmt.Errorf("netio shutdown: %w", ctx.Err())
+	}
+}
