@@ -32,6 +32,7 @@ type flushState struct {
 
 	// Guarded by the log's mu.
 	pendingSeal      []*segment.Segment
+	pendingSnapshots []snapshotJob
 	dirSyncNeeded    bool
 	unflushed        int64 // messages appended since the last flush snapshot
 	appendsUnflushed int
@@ -76,6 +77,18 @@ func (f *flushState) rolled(old *segment.Segment) {
 	}
 	f.dirSyncNeeded = true
 	f.wake()
+}
+
+// snapshotJob is a producer-state snapshot to write for a rolled segment.
+type snapshotJob struct {
+	offset int64
+	data   []byte
+}
+
+// snapshotLocked queues the producer-state snapshot taken at a roll; the flusher writes it after
+// sealing the rolled segment. Requires l.mu.
+func (f *flushState) snapshotLocked(offset int64, data []byte) {
+	f.pendingSnapshots = append(f.pendingSnapshots, snapshotJob{offset: offset, data: data})
 }
 
 // reactivating waits for any seal in progress and drops s from the segments waiting to be
@@ -137,6 +150,9 @@ func (f *flushState) cycle(l *Log) {
 	target := l.nextOffset
 	seal := f.pendingSeal
 	f.pendingSeal = nil
+	snapshots := f.pendingSnapshots
+	f.pendingSnapshots = nil
+	keepSnapshotsFrom := l.Segments()[0].BaseOffset()
 	dirSync := f.dirSyncNeeded
 	f.dirSyncNeeded = false
 	appends := f.appendsUnflushed
@@ -157,11 +173,17 @@ func (f *flushState) cycle(l *Log) {
 		return
 	}
 	defer active.Release()
-	if target <= f.flushed.Load() && len(seal) == 0 && !dirSync {
+	if target <= f.flushed.Load() && len(seal) == 0 && !dirSync && len(snapshots) == 0 {
 		return
 	}
 	start := time.Now()
 	err := f.syncAll(l, seal, dirSync, active)
+	for _, sn := range snapshots {
+		if err != nil {
+			break
+		}
+		err = writeSnapshot(l.fsys, l.dir, sn.offset, sn.data, keepSnapshotsFrom)
+	}
 	if err != nil {
 		l.logDir.Fail(err)
 		f.publish()

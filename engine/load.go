@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -72,8 +73,57 @@ func OpenLog(o OpenOptions) (*Log, error) {
 	start := max(o.LogStartOffset, segs[0].BaseOffset())
 	start = min(start, l.nextOffset)
 	l.logStartOffset.Store(start)
+	if err := l.loadProducerState(); err != nil {
+		for _, s := range segs {
+			s.Close()
+		}
+		return nil, err
+	}
 	l.flush.init(l, l.nextOffset)
 	return l, nil
+}
+
+// loadProducerState loads the newest producer snapshot at or below the log end and replays the
+// batch headers after it.
+func (l *Log) loadProducerState() error {
+	ps, from, err := loadLatestSnapshot(l.fsys, l.dir, l.nextOffset)
+	if err != nil {
+		return fmt.Errorf("load producer state of %s: %w", l.dir, err)
+	}
+	l.producers = ps
+	if from >= l.nextOffset {
+		return nil
+	}
+	for _, s := range l.Segments() {
+		if s.NextOffset() <= from && s != l.active {
+			continue
+		}
+		pos := int64(0)
+		if from > s.BaseOffset() {
+			p, _, found, err := s.TranslateOffset(from)
+			if err != nil {
+				return fmt.Errorf("replay producer state of %s: %w", l.dir, err)
+			}
+			if !found {
+				continue
+			}
+			pos = p
+		}
+		for {
+			h, err := s.ReadHeaderAt(pos)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("replay producer state of %s: %w", l.dir, err)
+			}
+			if h.LastOffset() >= from {
+				ps.update(&h)
+			}
+			pos += h.Size()
+		}
+	}
+	return nil
 }
 
 // openSegments opens every segment file of the directory, sorted by base offset, and removes

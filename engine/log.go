@@ -35,6 +35,8 @@ type Log struct {
 	nextOffset int64
 	// leaderEpoch is stamped into appended batches. Guarded by mu.
 	leaderEpoch int32
+	// producers is the idempotent producer table. Guarded by mu.
+	producers *producerState
 	closed      bool
 
 	segments       atomic.Pointer[[]*segment.Segment]
@@ -56,6 +58,9 @@ type AppendInfo struct {
 	Position    int64
 	SegmentBase int64
 	Records     int32
+	// Duplicate reports a retried idempotent batch that was already stored: nothing was written
+	// and the offsets are the original ones.
+	Duplicate bool
 }
 
 // Isolation bounds a read.
@@ -126,11 +131,22 @@ func (l *Log) Append(batch []byte) (AppendInfo, error) {
 		l.mu.Unlock()
 		return AppendInfo{}, err
 	}
+	if err := l.producers.check(&h); err != nil {
+		l.mu.Unlock()
+		var dup *duplicateError
+		if errors.As(err, &dup) {
+			return AppendInfo{BaseOffset: dup.first, LastOffset: dup.last, MaxTimestamp: h.MaxTimestamp, Records: h.RecordCount, Duplicate: true}, nil
+		}
+		return AppendInfo{}, err
+	}
 	h.BaseOffset = l.nextOffset
 	h.PartitionLeaderEpoch = l.leaderEpoch
 	record.SetBaseOffset(batch, h.BaseOffset)
 	record.SetPartitionLeaderEpoch(batch, h.PartitionLeaderEpoch)
 	info, err := l.appendLocked(batch, &h)
+	if err == nil {
+		l.producers.update(&h)
+	}
 	due := err == nil && l.flush.appendedLocked(l, int64(h.RecordCount))
 	l.mu.Unlock()
 	if due {
@@ -173,6 +189,7 @@ func (l *Log) AppendStored(batches []byte) (AppendInfo, error) {
 		if err != nil {
 			return info, err
 		}
+		l.producers.update(&h)
 		records += h.RecordCount
 		info = in
 		info.Records = records
@@ -245,6 +262,7 @@ func (l *Log) rollLocked(baseOffset int64) error {
 		return fmt.Errorf("roll %s at %d: %w", l.dir, baseOffset, err)
 	}
 	l.flush.rolled(old)
+	l.flush.snapshotLocked(baseOffset, l.producers.encodeSnapshot())
 	l.active = seg
 	segs := append(append(make([]*segment.Segment, 0, len(l.Segments())+1), l.Segments()...), seg)
 	l.segments.Store(&segs)
@@ -376,6 +394,14 @@ func (l *Log) TruncateTo(offset int64) error {
 		l.hw.store(next, last.BaseOffset(), last.Size())
 	}
 	l.flush.truncated(next)
+	l.producers.truncate(next)
+	if offsets, err := snapshotOffsets(l.fsys, l.dir); err == nil {
+		for _, o := range offsets {
+			if o > next {
+				_ = l.fsys.Remove(snapshotPath(l.dir, o))
+			}
+		}
+	}
 	for _, s := range doomed {
 		if err := s.Delete(); err != nil {
 			return l.logDir.Fail(err)
@@ -575,6 +601,12 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	var errs []error
+	if l.logDir.Err() == nil {
+		// The producer state at the log end, so a restart deduplicates without replaying.
+		if err := writeSnapshot(l.fsys, l.dir, l.nextOffset, l.producers.encodeSnapshot(), l.Segments()[0].BaseOffset()); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, s := range l.Segments() {
 		if err := s.Close(); err != nil {
 			errs = append(errs, err)
