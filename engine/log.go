@@ -37,7 +37,7 @@ type Log struct {
 	leaderEpoch int32
 	// producers is the idempotent producer table. Guarded by mu.
 	producers *producerState
-	closed      bool
+	closed    bool
 
 	segments       atomic.Pointer[[]*segment.Segment]
 	end            position // log end offset and its place
