@@ -8,7 +8,7 @@ build:
 
 ## run: a single broker on 127.0.0.1:9092 with data in ./data
 run: build
-	./bin/weir serve -log.dirs ./data
+	./bin/weir serve
 
 ## test: vet, unit and integration tests (race detector on), the crash test and fuzz seed corpora
 test: lint
