@@ -45,22 +45,37 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 	}
 	body.Release()
 	deadline := time.Now().Add(min(wait, maxFetchWait))
+	var closing <-chan struct{}
+	if r.Conn != nil {
+		closing = r.Conn.Closing
+	}
 	return netio.Reply{Deferred: func() netio.Reply {
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
 		for {
-			if waitAny(watches, timer.C) {
+			// The connection closing (client gone, or broker shutdown) ends the wait too, so
+			// a shutdown answers parked fetches at once instead of after their max wait.
+			if waitAny(append(watches, closing), timer.C) {
 				body, _, _ := b.buildFetch(r.Version, req)
 				return netio.Reply{Body: body}
 			}
 			body, total, w := b.buildFetch(r.Version, req)
-			if total >= int64(req.MinBytes) || time.Now().After(deadline) {
+			if total >= int64(req.MinBytes) || time.Now().After(deadline) || isClosed(closing) || len(w) == 0 {
 				return netio.Reply{Body: body}
 			}
 			body.Release()
 			watches = w
 		}
 	}}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // waitAny blocks until one of the channels closes (false) or the timer fires (true).
@@ -98,7 +113,8 @@ func waitAny(chs []<-chan struct{}, timer <-chan time.Time) (timedOut bool) {
 
 // buildFetch reads every requested partition and encodes the response. It returns the body,
 // the record bytes it holds, and (for a long poll) the high-watermark notifications of the
-// partitions read, taken before reading so no append is missed.
+// partitions read, taken before reading so no append is missed. When a partition has an error
+// it returns no notifications: as in Kafka, an error is answered at once, not after max_wait_ms.
 func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest) (*netio.Body, int64, []<-chan struct{}) {
 	enc := newFetchEncoder(version)
 	enc.begin(0, 0, 0, len(req.Topics))
@@ -112,6 +128,7 @@ func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest) (*netio.Body,
 	}
 	var total int64
 	var watches []<-chan struct{}
+	failed := false
 	for i := range req.Topics {
 		rt := &req.Topics[i]
 		var t Topic
@@ -133,6 +150,7 @@ func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest) (*netio.Body,
 			}
 			if l == nil {
 				p.errorCode = missing.Code
+				failed = true
 				enc.partition(&p)
 				continue
 			}
@@ -151,6 +169,7 @@ func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest) (*netio.Body,
 				sl, err := b.readPartition(l, rp.FetchOffset, partMax, iso)
 				if err != nil {
 					p.errorCode = errorCode(err)
+					failed = true
 				} else {
 					p.slice = sl
 					total += sl.Length
@@ -161,6 +180,9 @@ func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest) (*netio.Body,
 		enc.endTopic()
 	}
 	enc.end()
+	if failed {
+		watches = nil
+	}
 	return enc.body, total, watches
 }
 

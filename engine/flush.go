@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/weir-mq/weir/segment"
 )
 
@@ -116,6 +118,7 @@ func (f *flushState) truncated(newEnd int64) {
 	if f.flushed.Load() > newEnd {
 		f.flushed.Store(newEnd)
 	}
+	f.publish() // waiters for offsets that no longer exist re-check (see WaitFlushed)
 }
 
 func (f *flushState) loop(l *Log) {
@@ -260,6 +263,11 @@ func (l *Log) WaitFlushed(upTo int64) error {
 		}
 		if err := l.logDir.Err(); err != nil {
 			return err
+		}
+		if end := l.LogEndOffset(); upTo > end {
+			// A truncation removed offsets being waited for (the log is following a new
+			// leader): they will never be flushed; Kafka answers such a produce so.
+			return fmt.Errorf("log %s truncated to %d before offset %d was flushed: %w", l.dir, end, upTo, kerr.NotLeaderForPartition)
 		}
 		select {
 		case <-f.exited:

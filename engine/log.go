@@ -390,9 +390,14 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	l.segments.Store(&keep)
 	l.end.store(next, last.BaseOffset(), last.Size())
-	if hw := l.HighWatermark(); hw > next {
+	l.hwMu.Lock() // hw is a one-writer seqlock: SetHighWatermark writes it too
+	if hw := l.HighWatermark(); hw >= next {
+		// Also when equal: the watermark's place may name a segment just deleted, and reads
+		// would then be bounded by the size of the segment appends now go to (as Kafka does,
+		// refresh it from the new log end).
 		l.hw.store(next, last.BaseOffset(), last.Size())
 	}
+	l.hwMu.Unlock()
 	l.flush.truncated(next)
 	l.producers.truncate(next)
 	if offsets, err := snapshotOffsets(l.fsys, l.dir); err == nil {
@@ -538,9 +543,11 @@ func (l *Log) dropSegmentsLocked(drop func(s *segment.Segment, nextBase int64) b
 	if b := rest[0].BaseOffset(); b > l.logStartOffset.Load() {
 		l.logStartOffset.Store(b)
 	}
+	l.hwMu.Lock() // hw is a one-writer seqlock: SetHighWatermark writes it too
 	if hwOff, _, _ := l.hw.load(); hwOff < l.logStartOffset.Load() {
 		l.hw.store(l.logStartOffset.Load(), rest[0].BaseOffset(), 0)
 	}
+	l.hwMu.Unlock()
 	return segs[:n:n]
 }
 

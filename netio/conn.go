@@ -25,6 +25,8 @@ type conn struct {
 	queue    chan queued
 	stopOnce sync.Once
 	stopped  chan struct{}
+	// readDone is closed when the reader returns (info.Closing).
+	readDone chan struct{}
 }
 
 // queued is a reply waiting for its turn on the writer, with the buffer its request aliases.
@@ -36,11 +38,13 @@ type queued struct {
 }
 
 func newConn(s *Server, nc *net.TCPConn, listener string) *conn {
+	readDone := make(chan struct{})
 	return &conn{
 		srv: s, nc: nc,
-		info:    ConnInfo{Remote: nc.RemoteAddr(), Local: nc.LocalAddr(), Listener: listener, ID: s.nextID.Add(1)},
-		queue:   make(chan queued, s.cfg.MaxInFlight),
-		stopped: make(chan struct{}),
+		info:     ConnInfo{Remote: nc.RemoteAddr(), Local: nc.LocalAddr(), Listener: listener, ID: s.nextID.Add(1), Closing: readDone},
+		queue:    make(chan queued, s.cfg.MaxInFlight),
+		stopped:  make(chan struct{}),
+		readDone: readDone,
 	}
 }
 
@@ -59,6 +63,7 @@ func (c *conn) serve() {
 		c.writeLoop()
 	}()
 	c.readLoop()
+	close(c.readDone) // parked replies (long polls) finish now instead of at their timeout
 	close(c.queue)
 	<-writerDone
 	c.nc.Close()
@@ -74,6 +79,13 @@ func (c *conn) readLoop() {
 		default:
 		}
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+		// Check again: a stopReading between the check above and the new deadline would
+		// otherwise be overridden, leaving Shutdown waiting for the idle timeout.
+		select {
+		case <-c.stopped:
+			return
+		default:
+		}
 		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
 			c.logReadErr(err)
 			return
@@ -154,6 +166,7 @@ func (c *conn) dispatch(frame *bytebufferpool.ByteBuffer) (q queued, ok bool) {
 func (c *conn) call(api API, req *Request) (reply Reply, ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
+			c.srv.panics.Add(1)
 			slog.Error("handler panic; closing connection", "api", kmsg.NameForKey(req.Key), "version", req.Version, "remote", c.info.Remote, "panic", r, "stack", string(debug.Stack()))
 			ok = false
 		}
@@ -193,6 +206,7 @@ func (c *conn) writeLoop() {
 func (c *conn) runDeferred(q queued, f func() Reply) (r Reply) {
 	defer func() {
 		if p := recover(); p != nil {
+			c.srv.panics.Add(1)
 			slog.Error("deferred handler panic; closing connection", "api", kmsg.NameForKey(q.key), "remote", c.info.Remote, "panic", p, "stack", string(debug.Stack()))
 			r = Reply{Close: true}
 		}

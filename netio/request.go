@@ -30,6 +30,9 @@ type ConnInfo struct {
 	Local    net.Addr
 	Listener string // the listener's name, e.g. PLAINTEXT
 	ID       uint64
+	// Closing is closed once the connection stops reading requests (the client went away, an
+	// error, or server shutdown): a Deferred reply parked on a long wait should finish early.
+	Closing <-chan struct{}
 }
 
 var errBadHeader = errors.New("malformed request header")

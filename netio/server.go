@@ -53,6 +53,8 @@ type Server struct {
 	wg        sync.WaitGroup
 	nextID    atomic.Uint64
 	connCount atomic.Int64
+	// panics counts recovered handler panics (HandlerPanics).
+	panics atomic.Int64
 }
 
 // NewServer returns a server using reg.
@@ -72,6 +74,10 @@ func (s *Server) Serve(l Listener) {
 
 // ConnectionCount is the number of open client connections.
 func (s *Server) ConnectionCount() int64 { return s.connCount.Load() }
+
+// HandlerPanics is the number of handler (or Deferred) panics recovered so far, each of which
+// closed its connection. Fuzz tests assert it stays zero; it is also worth exporting as a metric.
+func (s *Server) HandlerPanics() int64 { return s.panics.Load() }
 
 func (s *Server) acceptLoop(l Listener) {
 	defer s.wg.Done()

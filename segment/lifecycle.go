@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"path/filepath"
 
 	"github.com/edsrzf/mmap-go"
@@ -136,10 +137,13 @@ func (s *Segment) Recover() (truncated int64, err error) {
 		if err != nil || h.BaseOffset < next {
 			break
 		}
-		if !s.CanHold(h.LastOffset()) {
-			break
+		if h.LastOffset()-s.baseOffset > math.MaxInt32 {
+			break // offsets this segment's indexes cannot name
 		}
-		if err := s.indexBatch(&h, pos); err != nil {
+		// A full index does not end the valid data: the rebuilt entries need not fall where
+		// they did when the batches were appended (the byte count restarts after a reopen or a
+		// truncation), so a rebuild may fill the index before the end. Such batches get no entry.
+		if err := s.indexBatch(&h, pos); err != nil && !errors.Is(err, index.ErrIndexFull) {
 			break
 		}
 		pos += h.Size()

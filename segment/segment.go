@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edsrzf/mmap-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"golang.org/x/sys/unix"
 
 	"github.com/weir-mq/weir/index"
@@ -241,7 +242,9 @@ func (s *Segment) indexBatch(h *record.Header, pos int64) error {
 }
 
 // ReadHeaderAt reads the batch header at pos. io.EOF means pos is at (or a header would cross)
-// the end of the segment.
+// the end of the segment. A batchLength shorter than the header itself is refused
+// (CORRUPT_MESSAGE): every walk over the headers advances by the batch size, and a size of zero
+// or less would loop forever on a corrupt file.
 func (s *Segment) ReadHeaderAt(pos int64) (record.Header, error) {
 	if pos+record.HeaderSize > s.size.Load() {
 		return record.Header{}, io.EOF
@@ -250,7 +253,11 @@ func (s *Segment) ReadHeaderAt(pos int64) (record.Header, error) {
 	if err := s.readAt(buf[:], pos); err != nil {
 		return record.Header{}, err
 	}
-	return record.ParseHeader(buf[:])
+	h, err := record.ParseHeader(buf[:])
+	if err == nil && h.BatchLength < record.HeaderSize-record.LogOverhead {
+		return h, fmt.Errorf("segment %s: batch at %d has length %d: %w", s.log.Name(), pos, h.BatchLength, kerr.CorruptMessage)
+	}
+	return h, err
 }
 
 // readAt fills p from pos: through the read-only mapping for a sealed segment, pread otherwise.

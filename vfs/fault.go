@@ -15,6 +15,12 @@ var ErrCrashed = errors.New("vfs: file handle from before a simulated crash")
 type FaultFS struct {
 	base FS
 
+	// crashMu is held shared by every operation that changes files, for its whole duration, and
+	// exclusively by Crash, so no operation straddles a crash: a write that passed its generation
+	// check cannot land after the crash truncated the file, and a file created just before the
+	// crash cannot escape its removal.
+	crashMu sync.RWMutex
+
 	mu         sync.Mutex
 	generation int
 	failWrite  error
@@ -39,6 +45,8 @@ func (f *FaultFS) FailNextSync(err error) { f.mu.Lock(); f.failSync = err; f.mu.
 // Crash simulates a power loss: handles opened before it fail with ErrCrashed, every file loses
 // the bytes written after its last Sync, and files created since their directory's last sync vanish.
 func (f *FaultFS) Crash() error {
+	f.crashMu.Lock()
+	defer f.crashMu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.generation++
@@ -64,6 +72,8 @@ func (f *FaultFS) Crash() error {
 }
 
 func (f *FaultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f.crashMu.RLock()
+	defer f.crashMu.RUnlock()
 	_, statErr := f.base.Stat(name)
 	inner, err := f.base.OpenFile(name, flag, perm)
 	if err != nil {
@@ -83,6 +93,8 @@ func (f *FaultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error
 }
 
 func (f *FaultFS) Remove(name string) error {
+	f.crashMu.RLock()
+	defer f.crashMu.RUnlock()
 	f.mu.Lock()
 	delete(f.synced, name)
 	delete(f.undurable, name)
@@ -91,6 +103,8 @@ func (f *FaultFS) Remove(name string) error {
 }
 
 func (f *FaultFS) Rename(oldpath, newpath string) error {
+	f.crashMu.RLock()
+	defer f.crashMu.RUnlock()
 	if err := f.base.Rename(oldpath, newpath); err != nil {
 		return err
 	}
@@ -112,6 +126,8 @@ func (f *FaultFS) ReadDir(name string) ([]os.DirEntry, error)   { return f.base.
 func (f *FaultFS) Stat(name string) (os.FileInfo, error)        { return f.base.Stat(name) }
 
 func (f *FaultFS) SyncDir(dir string) error {
+	f.crashMu.RLock()
+	defer f.crashMu.RUnlock()
 	if err := f.takeSyncFault(); err != nil {
 		return err
 	}
@@ -153,6 +169,8 @@ func (ff *faultFile) live() error {
 }
 
 func (ff *faultFile) WriteAt(p []byte, off int64) (int, error) {
+	ff.fs.crashMu.RLock()
+	defer ff.fs.crashMu.RUnlock()
 	ff.fs.mu.Lock()
 	if ff.gen != ff.fs.generation {
 		ff.fs.mu.Unlock()
@@ -175,6 +193,8 @@ func (ff *faultFile) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (ff *faultFile) Sync() error {
+	ff.fs.crashMu.RLock()
+	defer ff.fs.crashMu.RUnlock()
 	if err := ff.live(); err != nil {
 		return err
 	}
@@ -197,6 +217,8 @@ func (ff *faultFile) Sync() error {
 }
 
 func (ff *faultFile) Truncate(size int64) error {
+	ff.fs.crashMu.RLock()
+	defer ff.fs.crashMu.RUnlock()
 	if err := ff.live(); err != nil {
 		return err
 	}

@@ -1,11 +1,19 @@
 // Command weir is the weir broker and its tools.
 //
 //	weir serve [--config server.properties] [--set key=value ...]
+//	weir topic create|list|describe|delete [NAME ...] [--bootstrap host:port] [flags]
+//	weir produce --topic T [--key-separator SEP] [--acks all|1|0] < lines
+//	weir consume --topic T [--from beginning|end|OFFSET] [--max N] [--format '%k\t%v\n']
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
@@ -17,6 +25,17 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
+	case "topic", "produce", "consume":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		switch os.Args[1] {
+		case "topic":
+			err = topicCmd(ctx, os.Args[2:], os.Stdout)
+		case "produce":
+			err = produceCmd(ctx, os.Args[2:], os.Stdin, os.Stderr)
+		case "consume":
+			err = consumeCmd(ctx, os.Args[2:], os.Stdout)
+		}
+		stop()
 	case "-h", "--help", "help":
 		usage()
 		return
@@ -25,6 +44,9 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "weir:", err)
 		os.Exit(1)
@@ -32,9 +54,14 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprint(os.Stderr, `usage: weir <command> [flags]
+	_, _ = os.Stderr.WriteString(`usage: weir <command> [flags]
 
 commands:
   serve    run a broker (no flags: 127.0.0.1:9092, data in ./data)
+  topic    create, list, describe or delete topics: weir topic create NAME --partitions 3
+  produce  send stdin lines as records: weir produce --topic T [--key-separator :] [--acks all|1|0]
+  consume  print records: weir consume --topic T [--from beginning|end|OFFSET] [--max N] [--format '%k\t%v\n']
+
+Client commands take --bootstrap host:port (default 127.0.0.1:9092); 'weir <command> -h' lists flags.
 `)
 }

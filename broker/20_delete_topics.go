@@ -1,0 +1,136 @@
+package broker
+
+// DeleteTopics (key 20), v1-v6 (Kafka 4 removed v0). v0-v5 name topics in topic_names; v6 in
+// topics, each by name or by id (not both: INVALID_REQUEST; neither: INVALID_REQUEST), and the
+// response carries each topic's id. v5+ answers with error messages. A name or id given twice
+// in one request is INVALID_REQUEST. With delete.topic.enable=false every topic fails with
+// INVALID_REQUEST below v3 and TOPIC_DELETION_DISABLED from v3, as Kafka does. An unknown name is
+// UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID. Internal topics are not refused:
+// Kafka 4's controller deletes __consumer_offsets when asked (only its CLI refuses). Deletion is
+// synchronous: the topic's metadata is removed first (so it vanishes from Metadata and no new
+// produce or fetch finds it), then every partition log is closed and its directory removed
+// (renamed to *-delete first, so a crash during the removal never resurrects it), and the log
+// dirs' checkpoints are rewritten without them. A crash after the metadata removal but before a
+// partition's rename leaves that log to be adopted again as a topic at the next start
+// (reconcileTopics): delete it again. Deletion holds topicMu throughout, so a topic of the same
+// name cannot be created while its old directories are being renamed. timeout_ms is not
+// needed: nothing is left to do asynchronously.
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/netio"
+)
+
+func init() {
+	register(apiDef{key: 20, min: 1, max: 6, handle: handleDeleteTopics})
+}
+
+// deleteTopicRef is one topic named in a DeleteTopics request: by name, or (v6) by id.
+type deleteTopicRef struct {
+	name *string
+	id   [16]byte
+}
+
+func handleDeleteTopics(b *Broker, r *netio.Request) netio.Reply {
+	req := r.Body.(*kmsg.DeleteTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	resp.SetVersion(r.Version)
+
+	var refs []deleteTopicRef
+	if r.Version >= 6 {
+		for _, rt := range req.Topics {
+			refs = append(refs, deleteTopicRef{name: rt.Topic, id: rt.TopicID})
+		}
+	} else {
+		for i := range req.TopicNames {
+			refs = append(refs, deleteTopicRef{name: &req.TopicNames[i]})
+		}
+	}
+	names := map[string]int{}
+	ids := map[[16]byte]int{}
+	for _, ref := range refs {
+		if ref.name != nil {
+			names[*ref.name]++
+		} else {
+			ids[ref.id]++
+		}
+	}
+
+	deleted := false
+	for _, ref := range refs {
+		st := kmsg.NewDeleteTopicsResponseTopic()
+		st.Topic, st.TopicID = ref.name, ref.id
+		var err error
+		switch {
+		case ref.name != nil && ref.id != ([16]byte{}):
+			err = fmt.Errorf("you may not specify both topic name and topic id: %w", kerr.InvalidRequest)
+		case ref.name == nil && ref.id == ([16]byte{}):
+			err = fmt.Errorf("neither topic name nor id were specified: %w", kerr.InvalidRequest)
+		case ref.name != nil && names[*ref.name] > 1:
+			err = fmt.Errorf("duplicate topic name %s: %w", *ref.name, kerr.InvalidRequest)
+		case ref.name == nil && ids[ref.id] > 1:
+			err = fmt.Errorf("duplicate topic id: %w", kerr.InvalidRequest)
+		case !b.cfg.bool("delete.topic.enable") && r.Version < 3:
+			err = fmt.Errorf("topic deletion is disabled (delete.topic.enable=false): %w", kerr.InvalidRequest)
+		case !b.cfg.bool("delete.topic.enable"):
+			err = fmt.Errorf("topic deletion is disabled (delete.topic.enable=false): %w", kerr.TopicDeletionDisabled)
+		default:
+			var t Topic
+			t, err = b.deleteTopic(ref)
+			if err == nil {
+				name := t.Name
+				st.Topic, st.TopicID = &name, t.ID
+			}
+		}
+		if err != nil {
+			st.ErrorCode = errorCode(err)
+			msg := err.Error()
+			st.ErrorMessage = &msg
+		}
+		resp.Topics = append(resp.Topics, st)
+		deleted = deleted || st.ErrorCode == 0
+	}
+	if deleted {
+		// Drop the deleted partitions from the checkpoints now: a topic created again under the
+		// same name must not inherit their recovery point or log start after a crash.
+		if err := b.logs.Checkpoint(); err != nil {
+			slog.Error("writing checkpoints after DeleteTopics", "err", err)
+		}
+	}
+	return netio.Reply{Response: resp}
+}
+
+// deleteTopic removes a topic's metadata, then its partition logs and their directories.
+func (b *Broker) deleteTopic(ref deleteTopicRef) (Topic, error) {
+	b.topicMu.Lock()
+	defer b.topicMu.Unlock()
+	var t Topic
+	var ok bool
+	if ref.name != nil {
+		if t, ok = b.topics.get(*ref.name); !ok {
+			return Topic{}, fmt.Errorf("topic %s: %w", *ref.name, kerr.UnknownTopicOrPartition)
+		}
+	} else if t, ok = b.topics.getByID(ref.id); !ok {
+		return Topic{}, fmt.Errorf("topic id %x: %w", ref.id, kerr.UnknownTopicID)
+	}
+	if err := b.topics.remove(t.Name); err != nil {
+		return Topic{}, fmt.Errorf("delete topic %s: %v: %w", t.Name, err, kerr.KafkaStorageError)
+	}
+	var firstErr error
+	for p := int32(0); p < t.Partitions; p++ {
+		if err := b.logs.DeleteLog(engine.TopicPartition{Topic: t.Name, Partition: p}); err != nil {
+			slog.Error("deleting partition log", "topic", t.Name, "partition", p, "err", err)
+			if firstErr == nil {
+				firstErr = fmt.Errorf("delete topic %s partition %d: %v: %w", t.Name, p, err, kerr.KafkaStorageError)
+			}
+		}
+	}
+	slog.Info("deleted topic", "topic", t.Name, "partitions", t.Partitions)
+	return t, firstErr
+}

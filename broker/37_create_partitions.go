@@ -1,0 +1,125 @@
+package broker
+
+// CreatePartitions (key 37), v0-v3 (v1 is v0 with a throttle change, v2+ flexible, v3 is v2).
+// Partitions can only be added: a count equal to or below the current one is INVALID_PARTITIONS,
+// as is one above the broker's partition limit. Manual assignments (one replica list per new
+// partition) must have exactly count - current entries and may name only this broker, once
+// each, as many times as the existing partitions have replicas (1): anything else is
+// INVALID_REPLICA_ASSIGNMENT. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, a topic named
+// twice INVALID_REQUEST. validate_only checks without creating. The new partitions' logs are
+// created before the topic's partition count is raised, so Metadata never announces a
+// partition without a log.
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/netio"
+)
+
+func init() {
+	register(apiDef{key: 37, min: 0, max: 3, handle: handleCreatePartitions})
+}
+
+func handleCreatePartitions(b *Broker, r *netio.Request) netio.Reply {
+	req := r.Body.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	resp.SetVersion(r.Version)
+	seen := map[string]int{}
+	for _, rt := range req.Topics {
+		seen[rt.Topic]++
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		var err error
+		if seen[rt.Topic] > 1 {
+			err = fmt.Errorf("duplicate topic name %s: %w", rt.Topic, kerr.InvalidRequest)
+		} else {
+			err = b.createPartitions(rt, req.ValidateOnly)
+		}
+		if err != nil {
+			st.ErrorCode = errorCode(err)
+			msg := err.Error()
+			st.ErrorMessage = &msg
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return netio.Reply{Response: resp}
+}
+
+// createPartitions raises a topic's partition count to rt.Count.
+func (b *Broker) createPartitions(rt kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
+	b.topicMu.Lock()
+	defer b.topicMu.Unlock()
+	t, ok := b.topics.get(rt.Topic)
+	if !ok {
+		return fmt.Errorf("topic %s: %w", rt.Topic, kerr.UnknownTopicOrPartition)
+	}
+	switch {
+	case rt.Count < t.Partitions:
+		return fmt.Errorf("topic %s currently has %d partitions; %d would not be an increase: %w", t.Name, t.Partitions, rt.Count, kerr.InvalidPartitions)
+	case rt.Count == t.Partitions:
+		return fmt.Errorf("topic %s already has %d partitions: %w", t.Name, t.Partitions, kerr.InvalidPartitions)
+	case rt.Count > maxPartitions:
+		return fmt.Errorf("%d partitions exceed the limit of %d: %w", rt.Count, maxPartitions, kerr.InvalidPartitions)
+	}
+	if rt.Assignment != nil {
+		if added := rt.Count - t.Partitions; int32(len(rt.Assignment)) != added {
+			return fmt.Errorf("attempted to add %d partitions, but %d assignments were given: %w", added, len(rt.Assignment), kerr.InvalidReplicaAssignment)
+		}
+		for i, a := range rt.Assignment {
+			if err := b.checkPartitionAssignment(t.Partitions+int32(i), a.Replicas); err != nil {
+				return err
+			}
+		}
+	}
+	if validateOnly {
+		return nil
+	}
+	var created []engine.TopicPartition
+	for p := t.Partitions; p < rt.Count; p++ {
+		if _, err := b.ensureLog(t, p); err != nil {
+			b.dropLogs(created)
+			return fmt.Errorf("create partition %d of %s: %v: %w", p, t.Name, err, kerr.KafkaStorageError)
+		}
+		created = append(created, engine.TopicPartition{Topic: t.Name, Partition: p})
+	}
+	old := t.Partitions
+	t.Partitions = rt.Count
+	if err := b.topics.put(t); err != nil {
+		b.dropLogs(created)
+		return fmt.Errorf("create partitions of %s: %v: %w", t.Name, err, kerr.KafkaStorageError)
+	}
+	slog.Info("created partitions", "topic", t.Name, "from", old, "to", t.Partitions)
+	return nil
+}
+
+// checkPartitionAssignment checks the replica list of a new partition: only this broker, once.
+func (b *Broker) checkPartitionAssignment(partition int32, replicas []int32) error {
+	if len(replicas) == 0 {
+		return fmt.Errorf("assignment of partition %d is an empty replica list: %w", partition, kerr.InvalidReplicaAssignment)
+	}
+	for _, id := range replicas {
+		if id != b.nodeID {
+			return fmt.Errorf("assignment of partition %d names broker %d, but no such broker is registered: %w", partition, id, kerr.InvalidReplicaAssignment)
+		}
+	}
+	if len(replicas) != 1 {
+		return fmt.Errorf("assignment of partition %d has %d replicas, the topic's partitions have 1: %w", partition, len(replicas), kerr.InvalidReplicaAssignment)
+	}
+	return nil
+}
+
+// dropLogs deletes partition logs created by a request that then failed.
+func (b *Broker) dropLogs(tps []engine.TopicPartition) {
+	for _, tp := range tps {
+		if err := b.logs.DeleteLog(tp); err != nil {
+			slog.Error("removing partition log of a failed request", "partition", tp, "err", err)
+		}
+	}
+}

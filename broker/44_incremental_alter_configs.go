@@ -1,0 +1,251 @@
+package broker
+
+// IncrementalAlterConfigs (key 44), v0-v1 (v1 is flexible). Resources: TOPIC (2) and BROKER (4,
+// named "" or this node's id; another name is INVALID_REQUEST); any other type is
+// INVALID_REQUEST, as is a resource named twice or a key named twice in one resource. Ops:
+// SET (a null value is INVALID_REQUEST), DELETE (back to the inherited value), APPEND and
+// SUBTRACT (LIST keys only, else INVALID_CONFIG; APPEND adds items not present, SUBTRACT removes
+// every occurrence, both starting from the effective value). Unknown keys and values that do not
+// parse as the key's type are INVALID_CONFIG, as are broker keys that cannot change at run time
+// (not dynamic). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION. validate_only checks everything
+// and changes nothing. A resource's changes apply all or none.
+//
+// Topic overrides are persisted in the topic store and seen at once by DescribeConfigs and
+// DeleteRecords (cleanup.policy); the open partition logs keep the engine configuration they
+// were opened with (engine.Log has no way to swap it safely) and pick up the change at the next
+// broker start. Dynamic broker configs live in memory (Config.SetDynamic) and are lost on
+// restart; like topic configs, the log-level ones reach open logs only when they are reopened.
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/netio"
+)
+
+func init() {
+	register(apiDef{key: 44, min: 0, max: 1, handle: handleIncrementalAlterConfigs})
+}
+
+// configChange is one operation on one key of a config resource.
+type configChange struct {
+	name  string
+	op    kmsg.IncrementalAlterConfigOp
+	value *string
+}
+
+func handleIncrementalAlterConfigs(b *Broker, r *netio.Request) netio.Reply {
+	req := r.Body.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	resp.SetVersion(r.Version)
+	dup := duplicateResources(len(req.Resources), func(i int) (kmsg.ConfigResourceType, string) {
+		return req.Resources[i].ResourceType, req.Resources[i].ResourceName
+	})
+	for i, rr := range req.Resources {
+		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		changes := make([]configChange, 0, len(rr.Configs))
+		for _, c := range rr.Configs {
+			changes = append(changes, configChange{name: c.Name, op: c.Op, value: c.Value})
+		}
+		var err error
+		if dup[i] {
+			err = fmt.Errorf("resource %v %q named twice: %w", rr.ResourceType, rr.ResourceName, kerr.InvalidRequest)
+		} else {
+			err = b.alterConfigs(rr.ResourceType, rr.ResourceName, changes, false, req.ValidateOnly)
+		}
+		if err != nil {
+			sr.ErrorCode = errorCode(err)
+			msg := err.Error()
+			sr.ErrorMessage = &msg
+		}
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return netio.Reply{Response: resp}
+}
+
+// duplicateResources marks every resource that appears more than once.
+func duplicateResources(n int, at func(int) (kmsg.ConfigResourceType, string)) []bool {
+	type key struct {
+		t    kmsg.ConfigResourceType
+		name string
+	}
+	count := map[key]int{}
+	for i := 0; i < n; i++ {
+		t, name := at(i)
+		count[key{t, name}]++
+	}
+	dup := make([]bool, n)
+	for i := range dup {
+		t, name := at(i)
+		dup[i] = count[key{t, name}] > 1
+	}
+	return dup
+}
+
+// alterConfigs applies changes to one resource, all or none. With replace (legacy
+// AlterConfigs) the changes are the resource's whole new set of overrides. With validateOnly
+// nothing is changed.
+func (b *Broker) alterConfigs(rtype kmsg.ConfigResourceType, name string, changes []configChange, replace, validateOnly bool) error {
+	seen := map[string]bool{}
+	for _, c := range changes {
+		if seen[c.name] {
+			return fmt.Errorf("config %s named twice: %w", c.name, kerr.InvalidRequest)
+		}
+		seen[c.name] = true
+	}
+	// topicMu serializes every read-modify-write of configs with topic creation and deletion.
+	b.topicMu.Lock()
+	defer b.topicMu.Unlock()
+	switch rtype {
+	case kmsg.ConfigResourceTypeTopic:
+		return b.alterTopicConfigsLocked(name, changes, replace, validateOnly)
+	case kmsg.ConfigResourceTypeBroker:
+		if err := b.checkBrokerResource(name); err != nil {
+			return err
+		}
+		return b.alterBrokerConfigsLocked(changes, replace, validateOnly)
+	}
+	return fmt.Errorf("unsupported resource type %v: %w", rtype, kerr.InvalidRequest)
+}
+
+// alterTopicConfigsLocked changes a topic's overrides. Requires b.topicMu.
+func (b *Broker) alterTopicConfigsLocked(name string, changes []configChange, replace, validateOnly bool) error {
+	if err := validTopicName(name); err != nil {
+		return err
+	}
+	t, ok := b.topics.get(name)
+	if !ok {
+		return fmt.Errorf("topic %s: %w", name, kerr.UnknownTopicOrPartition)
+	}
+	lookup := func(k string) (ConfigDef, error) {
+		d, ok := topicDefs[k]
+		if !ok {
+			return ConfigDef{}, fmt.Errorf("unknown topic config name: %s: %w", k, kerr.InvalidConfig)
+		}
+		return d, nil
+	}
+	effective := func(k string) string { v, _, _ := b.cfg.TopicConfigValue(t.Configs, k); return v }
+	next, err := applyConfigChanges(t.Configs, changes, replace, lookup, effective)
+	if err != nil || validateOnly {
+		return err
+	}
+	if maps.Equal(next, t.Configs) {
+		return nil
+	}
+	t.Configs = next
+	if err := b.topics.put(t); err != nil {
+		return fmt.Errorf("alter configs of %s: %v: %w", name, err, kerr.KafkaStorageError)
+	}
+	slog.Info("altered topic configs; open partition logs apply them at the next start", "topic", name, "configs", next)
+	return nil
+}
+
+// alterBrokerConfigsLocked changes this broker's dynamic configs. Requires b.topicMu.
+func (b *Broker) alterBrokerConfigsLocked(changes []configChange, replace, validateOnly bool) error {
+	lookup := func(k string) (ConfigDef, error) {
+		d, ok := brokerDefByName[k]
+		if !ok {
+			return ConfigDef{}, fmt.Errorf("unknown broker config name: %s: %w", k, kerr.InvalidConfig)
+		}
+		if !d.Dynamic {
+			return ConfigDef{}, fmt.Errorf("broker config %s is read-only (cannot be updated dynamically): %w", k, kerr.InvalidConfig)
+		}
+		return *d, nil
+	}
+	b.cfg.mu.RLock()
+	current := maps.Clone(b.cfg.dynamic)
+	b.cfg.mu.RUnlock()
+	next, err := applyConfigChanges(current, changes, replace, lookup, b.cfg.str)
+	if err != nil || validateOnly {
+		return err
+	}
+	for k := range current {
+		if _, keep := next[k]; !keep {
+			if err := b.cfg.SetDynamic(k, nil); err != nil {
+				return fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
+			}
+		}
+	}
+	for k, v := range next {
+		if old, ok := current[k]; ok && old == v {
+			continue
+		}
+		if err := b.cfg.SetDynamic(k, &v); err != nil {
+			return fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
+		}
+	}
+	if !maps.Equal(current, next) {
+		slog.Info("altered dynamic broker configs", "configs", next)
+	}
+	return nil
+}
+
+// applyConfigChanges returns the overrides that result from applying changes to current (or,
+// with replace, to nothing). lookup returns a key's definition or why it cannot be changed;
+// effective returns a key's value before the changes (the start of APPEND and SUBTRACT).
+func applyConfigChanges(current map[string]string, changes []configChange, replace bool,
+	lookup func(string) (ConfigDef, error), effective func(string) string) (map[string]string, error) {
+	next := map[string]string{}
+	if !replace {
+		maps.Copy(next, current)
+	}
+	for _, c := range changes {
+		d, err := lookup(c.name)
+		if err != nil {
+			return nil, err
+		}
+		if c.op != kmsg.IncrementalAlterConfigOpDelete && c.value == nil {
+			return nil, fmt.Errorf("null value not supported for %s: %w", c.name, kerr.InvalidRequest)
+		}
+		switch c.op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			next[c.name] = *c.value
+		case kmsg.IncrementalAlterConfigOpDelete:
+			delete(next, c.name)
+		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+			if d.Type != TypeList {
+				return nil, fmt.Errorf("cannot %v key %s: its type is %s, not LIST: %w", c.op, c.name, d.Type, kerr.InvalidConfig)
+			}
+			base, ok := next[c.name]
+			if !ok {
+				base = effective(c.name)
+			}
+			next[c.name] = editList(base, *c.value, c.op == kmsg.IncrementalAlterConfigOpAppend)
+		default:
+			return nil, fmt.Errorf("unknown operation %d on %s: %w", c.op, c.name, kerr.InvalidRequest)
+		}
+		if v, ok := next[c.name]; ok {
+			if err := validateValue(d, v); err != nil {
+				return nil, fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
+			}
+		}
+	}
+	return next, nil
+}
+
+// editList appends the items of change that list lacks, or removes every item of change.
+func editList(list, change string, add bool) string {
+	items := splitList(list)
+	for _, item := range splitList(change) {
+		if add {
+			if !hasListItem(strings.Join(items, ","), item) {
+				items = append(items, item)
+			}
+			continue
+		}
+		kept := items[:0]
+		for _, it := range items {
+			if it != item {
+				kept = append(kept, it)
+			}
+		}
+		items = kept
+	}
+	return strings.Join(items, ",")
+}

@@ -1,0 +1,132 @@
+package netio
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestMaxConnections: with max.connections connections open, the next one is closed at once
+// (and logged); once one closes, a new connection is served again.
+func TestMaxConnections(t *testing.T) {
+	ts := startServer(t, Config{MaxConnections: 2})
+	a := dial(t, ts.addr)
+	a.roundTrip(1, "a")
+	b := dial(t, ts.addr)
+	b.roundTrip(1, "b")
+	mark := logs.mark()
+	over := dial(t, ts.addr)
+	over.send(metadataReq("over"), 1)
+	over.expectClosed()
+	logs.waitFor(t, mark, "WARN max.connections reached")
+	a.roundTrip(1, "a-again")
+	a.conn.Close()
+	ts.waitConns(t, 1)
+	dial(t, ts.addr).roundTrip(1, "c")
+	b.roundTrip(1, "b-again")
+}
+
+// TestIdleConnectionClosed: connections.max.idle.ms closes a connection idle that long, and
+// only an idle one.
+func TestIdleConnectionClosed(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	ts := startServer(t, Config{IdleTimeout: idle})
+	quiet := dial(t, ts.addr)
+	quiet.roundTrip(1, "quiet")
+	start := time.Now()
+	busy := dial(t, ts.addr)
+	for time.Since(start) < 2*idle {
+		busy.roundTrip(1, "busy")
+		time.Sleep(idle / 6)
+	}
+	quiet.expectClosed()
+	if waited := time.Since(start); waited < idle {
+		t.Fatalf("closed after %v, before connections.max.idle.ms (%v)", waited, idle)
+	}
+	busy.roundTrip(1, "busy-still-open")
+}
+
+// TestShutdownWritesPendingDeferredReply: Shutdown while a Deferred reply is pending waits for
+// it, writes it, then closes the connection; new connections are refused meanwhile.
+func TestShutdownWritesPendingDeferredReply(t *testing.T) {
+	ts := startServer(t, Config{})
+	c := dial(t, ts.addr)
+	c.roundTrip(9, "warm-up")
+	corr := c.send(metadataReq("block"), 9)
+	<-ts.blocked // read and dispatched: its Deferred is queued
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done <- ts.Shutdown(ctx)
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned (%v) with a reply pending", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	ts.unblockAll()
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.SetVersion(9)
+	c.recv(corr, resp)
+	if *resp.Topics[0].Topic != "block" {
+		t.Fatalf("pending reply: %+v", resp)
+	}
+	c.expectClosed()
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if n := ts.ConnectionCount(); n != 0 {
+		t.Fatalf("%d connections after Shutdown", n)
+	}
+}
+
+// TestShutdownWhilePipelining: Shutdown while clients are busy sending requests stops them
+// promptly (each connection answers what it read, then closes), however the shutdown interleaves
+// with the readers; the idle timeout is long, so a reader that missed the stop would hold
+// Shutdown until its context expires.
+func TestShutdownWhilePipelining(t *testing.T) {
+	for round := 0; round < 10; round++ {
+		t.Run(fmt.Sprint(round), func(t *testing.T) { shutdownWhilePipelining(t, round) })
+	}
+}
+
+func shutdownWhilePipelining(t *testing.T, round int) {
+	ts := startServer(t, Config{IdleTimeout: time.Hour})
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		c := dial(t, ts.addr)
+		c.roundTrip(1, "warm-up")
+		frame, _ := c.frame(metadataReq("spin"), 1)
+		wg.Add(2)
+		go func() { // drain replies so the server never blocks writing
+			defer wg.Done()
+			buf := make([]byte, 64<<10)
+			for {
+				if _, err := c.conn.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for {
+				_ = c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+				if _, err := c.conn.Write(frame); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Duration(round%5) * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := ts.Shutdown(ctx); err != nil {
+		t.Fatalf("round %d: Shutdown did not stop busy connections in time: %v", round, err)
+	}
+	wg.Wait()
+}
