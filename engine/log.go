@@ -609,6 +609,11 @@ func (l *Log) Close() error {
 	l.closed = true
 	var errs []error
 	if l.logDir.Err() == nil {
+		// The active segment's indexes are trusted after a clean shutdown: make them durable
+		// (trimmed and synced) before the clean-shutdown marker can be written.
+		if err := l.active.Seal(); err != nil {
+			errs = append(errs, err)
+		}
 		// The producer state at the log end, so a restart deduplicates without replaying.
 		if err := writeSnapshot(l.fsys, l.dir, l.nextOffset, l.producers.encodeSnapshot(), l.Segments()[0].BaseOffset()); err != nil {
 			errs = append(errs, err)
