@@ -39,8 +39,8 @@ func ParsePartitionDir(name string) (TopicPartition, bool) {
 		return TopicPartition{}, false
 	}
 	p, err := strconv.ParseInt(name[i+1:], 10, 32)
-	if err != nil || p < 0 {
-		return TopicPartition{}, false
+	if err != nil || p < 0 || strconv.FormatInt(p, 10) != name[i+1:] {
+		return TopicPartition{}, false // only the canonical form ("t-1", not "t-01" or "t-+1")
 	}
 	return TopicPartition{Topic: name[:i], Partition: int32(p)}, true
 }
