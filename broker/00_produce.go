@@ -107,13 +107,6 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 			if err := p.log.AwaitDurable(p.upTo); err != nil {
 				p.part.ErrorCode = errorCode(err)
 				p.part.BaseOffset = -1
-				continue
-			}
-			// The flusher wakes durability waiters before it moves the high watermark; move it
-			// here too so an acknowledged record is visible to a ListOffsets or Fetch sent right
-			// after the acknowledgement (a single broker's high watermark is the durable end).
-			if p.log.Config().LocalHighWatermark {
-				_ = p.log.AdvanceHighWatermark(p.upTo)
 			}
 		}
 		return netio.Reply{Response: resp}

@@ -10,11 +10,10 @@ package broker
 // (not dynamic). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION. validate_only checks everything
 // and changes nothing. A resource's changes apply all or none.
 //
-// Topic overrides are persisted in the topic store and seen at once by DescribeConfigs and
-// DeleteRecords (cleanup.policy); the open partition logs keep the engine configuration they
-// were opened with (engine.Log has no way to swap it safely) and pick up the change at the next
-// broker start. Dynamic broker configs live in memory (Config.SetDynamic) and are lost on
-// restart; like topic configs, the log-level ones reach open logs only when they are reopened.
+// Topic overrides are persisted in the topic store and applied at once to the open partition
+// logs (engine.Log.SetConfig: later appends, rolls, flushes and retention runs use them).
+// Dynamic broker configs are applied at once too, to every log whose topic does not override
+// them; they live in memory (Config.SetDynamic) and are lost on restart.
 
 import (
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
 )
 
@@ -142,8 +142,19 @@ func (b *Broker) alterTopicConfigsLocked(name string, changes []configChange, re
 	if err := b.topics.put(t); err != nil {
 		return fmt.Errorf("alter configs of %s: %v: %w", name, err, kerr.KafkaStorageError)
 	}
-	slog.Info("altered topic configs; open partition logs apply them at the next start", "topic", name, "configs", next)
+	b.applyTopicConfig(t)
+	slog.Info("altered topic configs", "topic", name, "configs", next)
 	return nil
+}
+
+// applyTopicConfig gives the open partition logs of t their current engine configuration.
+func (b *Broker) applyTopicConfig(t Topic) {
+	c := b.cfg.LogConfig(t.Configs)
+	for p := int32(0); p < t.Partitions; p++ {
+		if l, ok := b.logs.Log(engine.TopicPartition{Topic: t.Name, Partition: p}); ok {
+			l.SetConfig(c)
+		}
+	}
 }
 
 // alterBrokerConfigsLocked changes this broker's dynamic configs. Requires b.topicMu.
@@ -181,6 +192,9 @@ func (b *Broker) alterBrokerConfigsLocked(changes []configChange, replace, valid
 		}
 	}
 	if !maps.Equal(current, next) {
+		for _, t := range b.topics.all() {
+			b.applyTopicConfig(t)
+		}
 		slog.Info("altered dynamic broker configs", "configs", next)
 	}
 	return nil

@@ -3,13 +3,16 @@ package broker
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,10 +45,11 @@ var updateFuzzDispatchSeeds = flag.Bool("update-fuzz-dispatch-seeds", false, "re
 const (
 	fuzzTopic        = "fuzz"
 	fuzzSentinelCorr = 0x5e471e1
-	// fuzzParkedWait bounds the wait for an answer: a well-formed Fetch may legitimately park
-	// (max_wait_ms), and is then left to the connection close. Failing to answer in time is not
-	// a failure in itself: a new connection must then be served.
-	fuzzParkedWait = 250 * time.Millisecond
+	// fuzzParkedWait bounds the wait for the answers to a Fetch, which may legitimately park
+	// (max_wait_ms): the connection is then closed, which ends the long poll.
+	fuzzParkedWait = 50 * time.Millisecond
+	// fuzzAnswerWait bounds the wait for the answers to any other request.
+	fuzzAnswerWait = 10 * time.Second
 )
 
 // fuzzSentinel is an ApiVersions v0 request frame (AppendRequest writes the size at dst[0]: it
@@ -141,6 +145,9 @@ func FuzzDispatch(f *testing.F) {
 	fb.start(f)
 	f.Cleanup(fb.stop)
 	f.Fuzz(func(t *testing.T, body []byte) {
+		if fuzzTooExpensive(body) {
+			t.Skip("creates too many partitions for a fuzz iteration")
+		}
 		if fb.dirty() {
 			fb.stop()
 			fb.start(t)
@@ -152,19 +159,29 @@ func FuzzDispatch(f *testing.F) {
 		frame = append(frame, body...)
 		frame = append(frame, fuzzSentinel...)
 		_ = w.write(frame) // the broker may close before reading it all
+		// A Fetch may park for its max_wait_ms; anything else must be answered (or refused by
+		// closing the connection) promptly.
+		wait := fuzzAnswerWait
+		if len(body) >= 2 && binary.BigEndian.Uint16(body) == 1 {
+			wait = fuzzParkedWait
+		}
+		deadline := time.Now().Add(wait)
 		served := false
-		for {
-			resp, err := w.readFrame(fuzzParkedWait)
+		for !served {
+			resp, err := w.readFrame(time.Until(deadline))
+			if errors.Is(err, os.ErrDeadlineExceeded) && wait == fuzzParkedWait {
+				break // parked: closing the connection ends the long poll
+			}
+			if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+				break // refused: Kafka closes the connection on a request it cannot parse
+			}
 			if err != nil {
-				break // closed, or parked in a long poll
+				t.Fatalf("reading the answers to %q: %v", body, err)
 			}
 			if len(resp) < 4 {
-				t.Fatalf("response frame of %d bytes", len(resp))
+				t.Fatalf("response frame of %d bytes to %q", len(resp), body)
 			}
-			if int32(binary.BigEndian.Uint32(resp)) == fuzzSentinelCorr && fuzzIsApiVersions(resp) {
-				served = true
-				break
-			}
+			served = int32(binary.BigEndian.Uint32(resp)) == fuzzSentinelCorr && fuzzIsApiVersions(resp)
 		}
 		w.conn.Close()
 		if n := srv.HandlerPanics() - panicsBefore; n != 0 {
@@ -174,6 +191,46 @@ func FuzzDispatch(f *testing.F) {
 			wireServes(t, fb.b)
 		}
 	})
+}
+
+// fuzzMaxPartitions bounds the partitions an input may create: creating thousands of partition
+// logs is legal (Kafka has no lower limit either) but takes seconds, which would stall fuzzing.
+const fuzzMaxPartitions = 64
+
+// fuzzTooExpensive reports whether body is a CreateTopics or CreatePartitions request that
+// would create more than fuzzMaxPartitions partitions.
+func fuzzTooExpensive(body []byte) bool {
+	if len(body) < 10 {
+		return false
+	}
+	key, version := int16(binary.BigEndian.Uint16(body)), int16(binary.BigEndian.Uint16(body[2:]))
+	if key != 19 && key != 37 {
+		return false
+	}
+	pos := 10
+	if n := int16(binary.BigEndian.Uint16(body[8:])); n > 0 {
+		pos += int(n)
+	}
+	req := kmsg.RequestForKey(key)
+	req.SetVersion(version)
+	if req.IsFlexible() {
+		pos++ // the request header's tag section: an empty one is a single 0 byte
+	}
+	if pos > len(body) || req.ReadFrom(body[pos:]) != nil {
+		return false // the broker refuses it without creating anything
+	}
+	total := 0
+	switch r := req.(type) {
+	case *kmsg.CreateTopicsRequest:
+		for _, t := range r.Topics {
+			total += max(int(t.NumPartitions), len(t.ReplicaAssignment))
+		}
+	case *kmsg.CreatePartitionsRequest:
+		for _, t := range r.Topics {
+			total += int(t.Count)
+		}
+	}
+	return total > fuzzMaxPartitions
 }
 
 // fuzzIsApiVersions reports whether resp (a response frame) is a successful ApiVersions v0.

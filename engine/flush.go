@@ -57,7 +57,7 @@ func (f *flushState) init(l *Log, flushed int64) {
 func (f *flushState) appendedLocked(l *Log, messages int64) bool {
 	f.unflushed += messages
 	f.appendsUnflushed++
-	return f.unflushed >= l.cfg.FlushIntervalMessages
+	return f.unflushed >= l.config().FlushIntervalMessages
 }
 
 func (f *flushState) wake() {
@@ -123,13 +123,26 @@ func (f *flushState) truncated(newEnd int64) {
 
 func (f *flushState) loop(l *Log) {
 	defer close(f.exited)
+	var ticker *time.Ticker
 	var tick <-chan time.Time
-	if l.cfg.FlushIntervalMs > 0 {
-		t := time.NewTicker(time.Duration(l.cfg.FlushIntervalMs) * time.Millisecond)
-		defer t.Stop()
-		tick = t.C
-	}
+	var interval int64
+	defer func() {
+		if ticker != nil {
+			ticker.Stop()
+		}
+	}()
 	for {
+		// flush.ms may change at run time (SetConfig wakes this loop).
+		if ms := l.config().FlushIntervalMs; ms != interval {
+			if ticker != nil {
+				ticker.Stop()
+				ticker, tick = nil, nil
+			}
+			if interval = ms; ms > 0 {
+				ticker = time.NewTicker(time.Duration(ms) * time.Millisecond)
+				tick = ticker.C
+			}
+		}
 		select {
 		case <-f.kick:
 		case <-tick:
@@ -192,7 +205,7 @@ func (f *flushState) cycle(l *Log) {
 		f.publish()
 		return
 	}
-	if o := l.cfg.Observer; o != nil {
+	if o := l.config().Observer; o != nil {
 		o.ObserveFsync(time.Since(start), appends)
 	}
 	l.mu.Lock()
@@ -203,10 +216,12 @@ func (f *flushState) cycle(l *Log) {
 		f.flushed.Store(target)
 	}
 	l.mu.Unlock()
-	f.publish()
-	if l.cfg.LocalHighWatermark && l.cfg.Durable() {
+	// The high watermark moves before the waiters wake, so a record is visible to a read sent
+	// right after its acknowledgement.
+	if l.config().LocalHighWatermark && l.config().Durable() {
 		_ = l.AdvanceHighWatermark(target)
 	}
+	f.publish()
 }
 
 func (f *flushState) syncAll(l *Log, seal []*segment.Segment, dirSync bool, active *segment.Segment) error {
@@ -247,7 +262,7 @@ func (f *flushState) stop(l *Log) {
 // durable (flush.messages = 1); otherwise it returns at once. It fails with KAFKA_STORAGE_ERROR
 // if the log dir went offline.
 func (l *Log) AwaitDurable(upTo int64) error {
-	if !l.cfg.Durable() {
+	if !l.config().Durable() {
 		return nil
 	}
 	return l.WaitFlushed(upTo)

@@ -40,7 +40,8 @@ func OpenLog(o OpenOptions) (*Log, error) {
 		o.LogDir = NewLogDir(filepath.Dir(o.Dir))
 	}
 	o.Config.fillDefaults()
-	l := &Log{dir: o.Dir, topic: o.Topic, partition: o.Partition, fsys: o.FS, logDir: o.LogDir, cfg: o.Config}
+	l := &Log{dir: o.Dir, topic: o.Topic, partition: o.Partition, fsys: o.FS, logDir: o.LogDir}
+	l.cfg.Store(&o.Config)
 	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", o.Dir, err)
 	}
@@ -158,7 +159,7 @@ func (l *Log) openSegments() ([]*segment.Segment, error) {
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 	segs := make([]*segment.Segment, 0, len(bases))
 	for _, b := range bases {
-		s, err := segment.Open(l.fsys, l.dir, b, l.cfg.segmentConfig())
+		s, err := segment.Open(l.fsys, l.dir, b, l.config().segmentConfig())
 		if err != nil {
 			for _, s := range segs {
 				s.Close()

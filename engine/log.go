@@ -25,7 +25,8 @@ type Log struct {
 	partition int32
 	fsys      vfs.FS
 	logDir    *LogDir
-	cfg       Config
+	// cfg is the configuration, swapped whole by SetConfig; read it with config().
+	cfg atomic.Pointer[Config]
 
 	// mu is the append lock: one appender (or truncation, roll, retention) at a time.
 	mu sync.Mutex
@@ -79,7 +80,28 @@ func (l *Log) Partition() int32 { return l.partition }
 func (l *Log) Dir() string      { return l.dir }
 
 // Config returns the log's configuration.
-func (l *Log) Config() Config { return l.cfg }
+func (l *Log) Config() Config { return *l.config() }
+
+func (l *Log) config() *Config { return l.cfg.Load() }
+
+// SetConfig changes the log's configuration at run time (a topic config change): later appends,
+// rolls, flushes and retention runs use it; existing segments keep their index settings. Zero
+// retention values are kept as given (0 = delete at once), unlike OpenLog's defaults; the clock,
+// observer and high-watermark mode carry over when c leaves them unset.
+func (l *Log) SetConfig(c Config) {
+	old := l.config()
+	retentionMs, retentionBytes := c.RetentionMs, c.RetentionBytes
+	c.fillDefaults()
+	c.RetentionMs, c.RetentionBytes = retentionMs, retentionBytes
+	if c.Now == nil {
+		c.Now = old.Now
+	}
+	if c.Observer == nil {
+		c.Observer = old.Observer
+	}
+	l.cfg.Store(&c)
+	l.flush.wake() // a new flush.ms or flush.messages takes effect now
+}
 
 // LogEndOffset is the offset the next appended batch gets.
 func (l *Log) LogEndOffset() int64 { o, _, _ := l.end.load(); return o }
@@ -119,12 +141,12 @@ func (l *Log) SetLeaderEpoch(epoch int32) {
 // AwaitDurable waits for the fdatasync when the log's policy is durable. batch is modified in
 // place and not retained.
 func (l *Log) Append(batch []byte) (AppendInfo, error) {
-	h, err := record.Validate(batch, l.cfg.MaxMessageBytes)
+	h, err := record.Validate(batch, l.config().MaxMessageBytes)
 	if err != nil {
 		return AppendInfo{}, err
 	}
-	if int64(len(batch)) > l.cfg.SegmentBytes {
-		return AppendInfo{}, fmt.Errorf("batch of %d bytes exceeds segment.bytes %d: %w", len(batch), l.cfg.SegmentBytes, kerr.RecordListTooLarge)
+	if int64(len(batch)) > l.config().SegmentBytes {
+		return AppendInfo{}, fmt.Errorf("batch of %d bytes exceeds segment.bytes %d: %w", len(batch), l.config().SegmentBytes, kerr.RecordListTooLarge)
 	}
 	l.mu.Lock()
 	if err := l.writableLocked(); err != nil {
@@ -152,7 +174,7 @@ func (l *Log) Append(batch []byte) (AppendInfo, error) {
 	if due {
 		l.flush.wake()
 	}
-	if err == nil && l.cfg.LocalHighWatermark && !l.cfg.Durable() {
+	if err == nil && l.config().LocalHighWatermark && !l.config().Durable() {
 		_ = l.AdvanceHighWatermark(info.LastOffset + 1)
 	}
 	return info, err
@@ -235,7 +257,7 @@ func (l *Log) shouldRollLocked(h *record.Header, size int64) bool {
 	if s.Size() == 0 {
 		return false
 	}
-	if s.Size() > l.cfg.SegmentBytes-size {
+	if s.Size() > l.config().SegmentBytes-size {
 		return true
 	}
 	if !s.CanHold(h.LastOffset()) {
@@ -245,9 +267,9 @@ func (l *Log) shouldRollLocked(h *record.Header, size int64) bool {
 	if first := s.FirstBatchTimestamp(); first >= 0 && h.MaxTimestamp >= 0 {
 		waited = h.MaxTimestamp - first
 	} else {
-		waited = l.cfg.now().Sub(s.Created()).Milliseconds()
+		waited = l.config().now().Sub(s.Created()).Milliseconds()
 	}
-	return waited > l.cfg.SegmentMs
+	return waited > l.config().SegmentMs
 }
 
 // rollLocked seals the active segment and starts a new one at baseOffset. The old segment's
@@ -257,7 +279,7 @@ func (l *Log) rollLocked(baseOffset int64) error {
 	if err := old.MarkInactive(); err != nil {
 		return err
 	}
-	seg, err := segment.Create(l.fsys, l.dir, baseOffset, l.cfg.segmentConfig(), l.cfg.now())
+	seg, err := segment.Create(l.fsys, l.dir, baseOffset, l.config().segmentConfig(), l.config().now())
 	if err != nil {
 		return fmt.Errorf("roll %s at %d: %w", l.dir, baseOffset, err)
 	}
@@ -565,13 +587,13 @@ func (l *Log) deleteSegments(doomed []*segment.Segment) error {
 // retention.bytes, oldest first, whole segments only and never the active one. It returns how
 // many segments it deleted.
 func (l *Log) DeleteExpiredSegments() (int, error) {
-	now := l.cfg.now().UnixMilli()
+	now := l.config().now().UnixMilli()
 	l.mu.Lock()
 	// As in Kafka, only segments wholly below the high watermark may go: retention never
 	// deletes records consumers have not been allowed to see.
 	hw := l.HighWatermark()
 	var doomed []*segment.Segment
-	if l.cfg.RetentionMs >= 0 {
+	if l.config().RetentionMs >= 0 {
 		doomed = append(doomed, l.dropSegmentsLocked(func(s *segment.Segment, nextBase int64) bool {
 			if nextBase > hw {
 				return false
@@ -580,11 +602,11 @@ func (l *Log) DeleteExpiredSegments() (int, error) {
 			if ts < 0 {
 				ts = s.Created().UnixMilli()
 			}
-			return now-ts > l.cfg.RetentionMs
+			return now-ts > l.config().RetentionMs
 		})...)
 	}
-	if l.cfg.RetentionBytes >= 0 {
-		excess := l.Size() - l.cfg.RetentionBytes
+	if l.config().RetentionBytes >= 0 {
+		excess := l.Size() - l.config().RetentionBytes
 		doomed = append(doomed, l.dropSegmentsLocked(func(s *segment.Segment, nextBase int64) bool {
 			if nextBase > hw || excess-s.Size() < 0 {
 				return false

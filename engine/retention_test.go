@@ -219,7 +219,9 @@ func TestRetentionBytes(t *testing.T) {
 				}
 			})
 			if limit == 0 {
-				l.cfg.RetentionBytes = 0
+				c := l.Config()
+				c.RetentionBytes = 0
+				l.SetConfig(c)
 			}
 			for i := 0; i < 5; i++ { // 5 segments of 2 batches (the last one active)
 				retAppend(t, l, retBatch(100, retNow))
@@ -267,7 +269,9 @@ func TestRetentionBothAndHighWatermark(t *testing.T) {
 			retRoll(t, l)
 		}
 	}
-	l.cfg.RetentionBytes = 3 * segSize
+	c := l.Config()
+	c.RetentionBytes = 3 * segSize
+	l.SetConfig(c)
 	// A watermark at 1 protects everything from segment 1 on.
 	retSetHW(t, l, 1)
 	if n, err := l.DeleteExpiredSegments(); n != 1 || err != nil {

@@ -186,6 +186,9 @@ func (c *conn) writeLoop() {
 			r = c.runDeferred(q, r.Deferred)
 		}
 		if !broken && !r.None && (r.Response != nil || r.Body != nil) {
+			// A client that stops reading must not hold the connection forever: like Kafka's
+			// idle timer, which runs on writes too, connections.max.idle.ms bounds each reply.
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
 			if err := writeReply(c.nc, q.corr, q.key, &r, scratch); err != nil {
 				slog.Debug("connection write", "remote", c.info.Remote, "err", err)
 				broken = true

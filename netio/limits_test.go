@@ -130,3 +130,34 @@ func shutdownWhilePipelining(t *testing.T, round int) {
 	}
 	wg.Wait()
 }
+
+// TestIdleTimeoutClientNotReading: a client that sends requests but never reads the responses
+// makes no progress either; like Kafka (whose idle timer runs on reads and writes), the broker
+// closes it after connections.max.idle.ms instead of keeping it, its goroutines and its queued
+// requests forever.
+func TestIdleTimeoutClientNotReading(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	ts := startServer(t, Config{IdleTimeout: idle, MaxInFlight: 2})
+	payload := make([]byte, 4<<20)
+	ts.setBody(func(r *Request) *Body {
+		body := NewBody(false)
+		body.SetBytes(append(body.Bytes(), payload...))
+		return body
+	})
+	c := dial(t, ts.addr)
+	_ = c.conn.SetReadBuffer(4096)
+	var wire []byte
+	for i := 0; i < 32; i++ { // 128 MiB of responses: far more than the socket buffers hold
+		frame, _ := c.frame(kmsg.NewPtrFetchRequest(), 4)
+		wire = append(wire, frame...)
+	}
+	go func() { _, _ = c.conn.Write(wire) }()
+	ts.waitConns(t, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for ts.ConnectionCount() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a connection whose client reads nothing is still open after %v (connections.max.idle.ms %v)", 10*time.Second, idle)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

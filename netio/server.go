@@ -17,7 +17,9 @@ type Config struct {
 	MaxRequestBytes int32
 	// MaxConnections is max.connections (default unlimited: 0).
 	MaxConnections int
-	// IdleTimeout is connections.max.idle.ms (default 10 minutes).
+	// IdleTimeout is connections.max.idle.ms (default 10 minutes): a connection closes when no
+	// request arrives for this long, or when writing one reply takes longer (the client stopped
+	// reading).
 	IdleTimeout time.Duration
 	// MaxInFlight is how many requests of one connection may be outstanding (default 64).
 	MaxInFlight int

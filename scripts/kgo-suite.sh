@@ -74,11 +74,15 @@ for t in $("$work/kgo.test" -test.list "$filter" | grep '^Test'); do
   fi
   why=""
   if [[ $result != PASS ]]; then
-    why="$(grep -m1 -E '^\s+[a-z_0-9]+_test\.go:[0-9]+: |panic: |^--- SKIP' "$log" | sed 's/^[[:space:]]*//' | cut -c1-200 | tr '\t' ' ' || true)"
+    # The first line saying why: a failure message, not a subtest's skip or the cleanup notes.
+    why="$(grep -E '^\s+[a-z_0-9]+_test\.go:[0-9]+: |^\s+testConsumer |panic: ' "$log" |
+      grep -v -E 'does not support|completed in|FAILED TESTING|deleting (topic|group)' | head -1 |
+      sed 's/^[[:space:]]*//' | cut -c1-200 | tr '\t' ' ' || true)"
+    [[ -n "$why" ]] || why="$(grep -m1 -E '^\s+[a-z_0-9]+_test\.go:[0-9]+: ' "$log" | sed 's/^[[:space:]]*//' | cut -c1-200 | tr '\t' ' ' || true)"
   fi
   printf '%s\t%s\t%s\t%s\n' "$t" "$result" "$secs" "$why" >>"$work/results.tsv"
   printf '%-55s %-8s %6ss %s\n' "$t" "$result" "$secs" "$why" >&2
-  # A test that hung may leave the broker wedged for the next one: check it still answers.
+  # The broker must survive every test.
   kill -0 "$weir_pid" 2>/dev/null || { echo "weir exited during $t" >&2; cat "$work/weir.log" >&2; exit 1; }
 done
 echo "pass $pass, fail $fail, skip $skip; results in $work/results.tsv" >&2
