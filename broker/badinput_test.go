@@ -480,3 +480,28 @@ func TestFetchErrorsAnswerAtOnce(t *testing.T) {
 	}
 	wireServes(t, b)
 }
+
+// TestConnectionLimitsFromConfig: max.connections and connections.max.idle.ms reach the
+// transport: a connection beyond the limit is closed at once, an idle one after the timeout.
+func TestConnectionLimitsFromConfig(t *testing.T) {
+	b := startBroker(t, map[string]string{"max.connections": "2", "connections.max.idle.ms": "400"})
+	first := dialWire(t, b.Addr())
+	start := time.Now() // the idle timer starts after this request is answered
+	wireRoundTrip[*kmsg.ApiVersionsResponse](first, kmsg.NewPtrApiVersionsRequest(), 3)
+	second := dialWire(t, b.Addr())
+	wireRoundTrip[*kmsg.ApiVersionsResponse](second, kmsg.NewPtrApiVersionsRequest(), 3)
+	over := dialWire(t, b.Addr())
+	over.send(kmsg.NewPtrApiVersionsRequest(), 3)
+	over.expectClosed()
+	first.expectClosed() // idle since its request
+	if idle := time.Since(start); idle < 400*time.Millisecond {
+		t.Fatalf("idle connection closed after %v, before connections.max.idle.ms", idle)
+	}
+	second.expectClosed()
+	for deadline := time.Now().Add(5 * time.Second); b.server.ConnectionCount() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still counted", b.server.ConnectionCount())
+		}
+	}
+	wireServes(t, b)
+}

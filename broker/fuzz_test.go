@@ -26,7 +26,10 @@ import (
 //     which the fuzzer reports too;
 //   - the broker keeps serving: the sentinel is answered after the frame's own response (if the
 //     frame was served), or the connection is closed without a partial response and a new
-//     connection gets ApiVersions answered.
+//     connection gets ApiVersions answered;
+//   - a request that cannot park (not in fuzzMayPark) is answered or refused within
+//     fuzzAnswerWait: no hang;
+//   - a request creating more than fuzzMaxPartitions partitions is skipped (legal, just slow).
 //
 // The broker holds one topic, "fuzz" (2 partitions, a fixed id so id-based versions find it,
 // records in partition 0). An input that changes broker state (creates or deletes topics,
@@ -45,8 +48,8 @@ var updateFuzzDispatchSeeds = flag.Bool("update-fuzz-dispatch-seeds", false, "re
 const (
 	fuzzTopic        = "fuzz"
 	fuzzSentinelCorr = 0x5e471e1
-	// fuzzParkedWait bounds the wait for the answers to a Fetch, which may legitimately park
-	// (max_wait_ms): the connection is then closed, which ends the long poll.
+	// fuzzParkedWait bounds the wait for the answers to a request that may legitimately park
+	// (fuzzMayPark): the connection is then closed, which ends the long poll.
 	fuzzParkedWait = 50 * time.Millisecond
 	// fuzzAnswerWait bounds the wait for the answers to any other request.
 	fuzzAnswerWait = 10 * time.Second
@@ -55,6 +58,10 @@ const (
 // fuzzSentinel is an ApiVersions v0 request frame (AppendRequest writes the size at dst[0]: it
 // must start a buffer of its own).
 var fuzzSentinel = kmsg.NewRequestFormatter().AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), fuzzSentinelCorr)
+
+// fuzzMayPark holds the API keys whose answer may legitimately wait: Fetch (max_wait_ms),
+// JoinGroup and SyncGroup (the rest of the group).
+var fuzzMayPark = map[int16]bool{1: true, 11: true, 14: true}
 
 var fuzzTopicID = [16]byte{0xf0, 0x22, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01}
 
@@ -159,10 +166,10 @@ func FuzzDispatch(f *testing.F) {
 		frame = append(frame, body...)
 		frame = append(frame, fuzzSentinel...)
 		_ = w.write(frame) // the broker may close before reading it all
-		// A Fetch may park for its max_wait_ms; anything else must be answered (or refused by
-		// closing the connection) promptly.
+		// A long poll may park; anything else must be answered (or refused by closing the
+		// connection) promptly.
 		wait := fuzzAnswerWait
-		if len(body) >= 2 && binary.BigEndian.Uint16(body) == 1 {
+		if len(body) >= 2 && fuzzMayPark[int16(binary.BigEndian.Uint16(body))] {
 			wait = fuzzParkedWait
 		}
 		deadline := time.Now().Add(wait)

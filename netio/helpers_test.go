@@ -98,7 +98,7 @@ type testServer struct {
 	addr string
 	// block holds the Deferred replies of "block" requests until closed.
 	block chan struct{}
-	// blocked receives a value when a "block" request has been dispatched.
+	// blocked receives a value when a "block" or "park" request has been dispatched.
 	blocked chan struct{}
 	// unblockAll closes block (once).
 	unblockAll func()
@@ -181,6 +181,8 @@ func fakeRegistry(ts *testServer) *Registry {
 //	sleep:MS       a Deferred reply that sleeps MS milliseconds in the writer
 //	bg:MS          work started at dispatch that takes MS ms; the Deferred waits for it, so
 //	               the work of pipelined requests overlaps and completes out of order
+//	park           a Deferred reply that waits (a minute at most) for the connection to stop
+//	               reading, as a long poll does
 //	block          a Deferred reply that waits until the test closes ts.block
 //
 // Every answer echoes the request's topic names and carries its correlation id as its one
@@ -223,6 +225,19 @@ func metadataScript(ts *testServer, r *Request) Reply {
 		}()
 		return Reply{Deferred: func() Reply {
 			<-done
+			return Reply{Response: resp}
+		}}
+	case "park":
+		closing := r.Conn.Closing
+		select {
+		case ts.blocked <- struct{}{}:
+		default:
+		}
+		return Reply{Deferred: func() Reply {
+			select {
+			case <-closing:
+			case <-time.After(time.Minute):
+			}
 			return Reply{Response: resp}
 		}}
 	case "block":

@@ -36,8 +36,8 @@ func TestIdleConnectionClosed(t *testing.T) {
 	const idle = 300 * time.Millisecond
 	ts := startServer(t, Config{IdleTimeout: idle})
 	quiet := dial(t, ts.addr)
+	start := time.Now() // the idle timer starts after this round trip
 	quiet.roundTrip(1, "quiet")
-	start := time.Now()
 	busy := dial(t, ts.addr)
 	for time.Since(start) < 2*idle {
 		busy.roundTrip(1, "busy")
@@ -97,10 +97,14 @@ func TestShutdownWhilePipelining(t *testing.T) {
 
 func shutdownWhilePipelining(t *testing.T, round int) {
 	ts := startServer(t, Config{IdleTimeout: time.Hour})
-	var wg sync.WaitGroup
+	var clients []*testClient
 	for i := 0; i < 4; i++ {
 		c := dial(t, ts.addr)
 		c.roundTrip(1, "warm-up")
+		clients = append(clients, c)
+	}
+	var wg sync.WaitGroup
+	for _, c := range clients {
 		frame, _ := c.frame(metadataReq("spin"), 1)
 		wg.Add(2)
 		go func() { // drain replies so the server never blocks writing
@@ -160,4 +164,28 @@ func TestIdleTimeoutClientNotReading(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestShutdownEndsParkedReplies: ConnInfo.Closing closes when Shutdown stops the reader, so a
+// Deferred reply parked on it (a long poll) is answered at once: Shutdown does not wait for the
+// park's timeout.
+func TestShutdownEndsParkedReplies(t *testing.T) {
+	ts := startServer(t, Config{})
+	c := dial(t, ts.addr)
+	c.roundTrip(9, "warm-up")
+	corr := c.send(metadataReq("park"), 9)
+	<-ts.blocked // dispatched: its Deferred is parked
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := ts.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Shutdown took %v with a parked reply", took)
+	}
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.SetVersion(9)
+	c.recv(corr, resp)
+	c.expectClosed()
 }
