@@ -96,11 +96,7 @@ func (c *conn) readLoop() {
 			return
 		}
 		frame := bytebufferpool.Get()
-		if cap(frame.B) < int(size) {
-			frame.B = make([]byte, size)
-		}
-		frame.B = frame.B[:size]
-		if _, err := io.ReadFull(c.nc, frame.B); err != nil {
+		if err := readFrame(c.nc, frame, int(size)); err != nil {
 			bytebufferpool.Put(frame)
 			c.logReadErr(err)
 			return
@@ -215,4 +211,27 @@ func (c *conn) runDeferred(q queued, f func() Reply) (r Reply) {
 		}
 	}()
 	return f()
+}
+
+// frameChunk is how much of a frame is allocated before its bytes arrive: a size prefix alone
+// cannot make the broker allocate socket.request.max.bytes; memory follows the bytes received.
+const frameChunk = 1 << 20
+
+// readFrame reads a frame of size bytes into buf, growing it as the bytes arrive.
+func readFrame(r io.Reader, buf *bytebufferpool.ByteBuffer, size int) error {
+	buf.B = buf.B[:0]
+	for len(buf.B) < size {
+		want := min(size, max(2*len(buf.B), frameChunk))
+		if cap(buf.B) < want {
+			grown := make([]byte, len(buf.B), want)
+			copy(grown, buf.B)
+			buf.B = grown
+		}
+		n := min(want, cap(buf.B))
+		if _, err := io.ReadFull(r, buf.B[len(buf.B):n]); err != nil {
+			return err
+		}
+		buf.B = buf.B[:n]
+	}
+	return nil
 }
