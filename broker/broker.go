@@ -32,6 +32,7 @@ type Broker struct {
 	logs      *engine.Manager
 	topics    *topicStore
 	producers *producerIDs
+	groups    groupsState // the group coordinator (groups.go)
 
 	registry *netio.Registry
 	server   *netio.Server
@@ -89,6 +90,10 @@ func New(cfg *Config) (*Broker, error) {
 		return nil, err
 	}
 	if err := b.reconcileTopics(); err != nil {
+		b.logs.Close()
+		return nil, err
+	}
+	if err := b.openGroups(); err != nil {
 		b.logs.Close()
 		return nil, err
 	}
@@ -186,6 +191,7 @@ func (b *Broker) Start() error {
 	b.mu.Lock()
 	b.advertised = adv
 	b.mu.Unlock()
+	b.startGroups()
 	for _, l := range b.bound {
 		b.server.Serve(l)
 	}
@@ -244,6 +250,7 @@ func (b *Broker) advertisedFor(listener string) ListenerSpec {
 // log, writes the checkpoints and the clean-shutdown marker, so the next start scans nothing.
 func (b *Broker) Shutdown(ctx context.Context) error {
 	errs := []error{b.server.Shutdown(ctx)}
+	b.closeGroups()
 	errs = append(errs, b.logs.Close())
 	if err := errors.Join(errs...); err != nil {
 		return err

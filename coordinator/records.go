@@ -70,7 +70,7 @@ func parseRecordBody(b []byte) (key, value []byte, err error) {
 	if len(b) < 1 {
 		return nil, nil, errors.New("empty record")
 	}
-	b = b[1:] // attributes
+	b = b[1:]     // attributes
 	for range 2 { // timestamp delta, offset delta
 		_, n := binary.Varint(b)
 		if n <= 0 {

@@ -4,6 +4,7 @@
 //	weir topic create|list|describe|delete [NAME ...] [--bootstrap host:port] [flags]
 //	weir produce --topic T [--key-separator SEP] [--acks all|1|0] < lines
 //	weir consume --topic T [--from beginning|end|OFFSET] [--max N] [--format '%k\t%v\n']
+//	weir group list|describe|delete|reset-offsets [GROUP ...] [flags]
 package main
 
 import (
@@ -25,7 +26,7 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
-	case "topic", "produce", "consume":
+	case "topic", "produce", "consume", "group":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		switch os.Args[1] {
 		case "topic":
@@ -34,6 +35,8 @@ func main() {
 			err = produceCmd(ctx, os.Args[2:], os.Stdin, os.Stderr)
 		case "consume":
 			err = consumeCmd(ctx, os.Args[2:], os.Stdout)
+		case "group":
+			err = groupCmd(ctx, os.Args[2:], os.Stdout)
 		}
 		stop()
 	case "-h", "--help", "help":
@@ -61,6 +64,7 @@ commands:
   topic    create, list, describe or delete topics: weir topic create NAME --partitions 3
   produce  send stdin lines as records: weir produce --topic T [--key-separator :] [--acks all|1|0]
   consume  print records: weir consume --topic T [--from beginning|end|OFFSET] [--max N] [--format '%k\t%v\n']
+  group    list, describe (members, lag), delete consumer groups, reset their offsets
 
 Client commands take --bootstrap host:port (default 127.0.0.1:9092); 'weir <command> -h' lists flags.
 `)

@@ -1,0 +1,213 @@
+package broker
+
+// Wiring of the group coordinator (package coordinator): its configuration from the broker's
+// keys, and its store, __consumer_offsets, over the broker's partition logs. The topic is
+// created on first use (FindCoordinator, or the first record a group writes) with
+// offsets.topic.num.partitions partitions, cleanup.policy=compact and no time retention.
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/weir-mq/weir/coordinator"
+	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/record"
+)
+
+// offsetsTopic is Kafka's internal topic of committed offsets and group metadata.
+const offsetsTopic = "__consumer_offsets"
+
+// groupsState is the broker's coordinator (embedded in Broker as groups).
+type groupsState struct {
+	coord *coordinator.Coordinator
+	// createMu serializes the creation of __consumer_offsets; ready is set once it exists with
+	// all its partition logs (topic metadata is published before the logs are created).
+	createMu sync.Mutex
+	ready    atomic.Bool
+}
+
+// openGroups creates the coordinator (New); startGroups starts loading (Start).
+func (b *Broker) openGroups() error {
+	c, err := coordinator.New(coordinator.Config{
+		Store:                  &offsetsStore{b: b},
+		InitialRebalanceDelay:  b.cfg.duration("group.initial.rebalance.delay.ms"),
+		MinSessionTimeout:      b.cfg.duration("group.min.session.timeout.ms"),
+		MaxSessionTimeout:      b.cfg.duration("group.max.session.timeout.ms"),
+		MaxGroupSize:           int(b.cfg.int64("group.max.size")),
+		OffsetsRetention:       time.Duration(b.cfg.int64("offsets.retention.minutes")) * time.Minute,
+		RetentionCheckInterval: b.cfg.duration("offsets.retention.check.interval.ms"),
+		OffsetMetadataMaxBytes: int(b.cfg.int64("offset.metadata.max.bytes")),
+	})
+	if err != nil {
+		return err
+	}
+	b.groups.coord = c
+	return nil
+}
+
+func (b *Broker) startGroups() { b.groups.coord.Start() }
+
+func (b *Broker) closeGroups() { b.groups.coord.Close() }
+
+// Coordinator exposes the group coordinator (tests, tools).
+func (b *Broker) Coordinator() *coordinator.Coordinator { return b.groups.coord }
+
+// ensureOffsetsTopic returns __consumer_offsets, creating it on first use.
+func (b *Broker) ensureOffsetsTopic() (Topic, error) {
+	if b.groups.ready.Load() {
+		if t, ok := b.topics.get(offsetsTopic); ok {
+			return t, nil
+		}
+		b.groups.ready.Store(false) // deleted meanwhile
+	}
+	b.groups.createMu.Lock()
+	defer b.groups.createMu.Unlock()
+	if t, ok := b.topics.get(offsetsTopic); ok {
+		// Created by someone else (a CreateTopics, or a start-up reconcile): wait for its logs.
+		b.topicMu.Lock()
+		b.topicMu.Unlock()
+		b.groups.ready.Store(true)
+		return t, nil
+	}
+	t, err := b.createTopic(offsetsTopic, int32(b.cfg.int64("offsets.topic.num.partitions")), map[string]string{
+		"cleanup.policy": "compact",
+		// Compaction, not time, bounds this topic: keep every segment until the cleaner runs.
+		"retention.ms":  "-1",
+		"segment.bytes": b.cfg.str("offsets.topic.segment.bytes"),
+	}, nil)
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		if t, ok := b.topics.get(offsetsTopic); ok {
+			return t, nil
+		}
+	}
+	if err == nil {
+		b.groups.ready.Store(true)
+	}
+	return t, err
+}
+
+// clientHost formats a client address as Kafka does (InetAddress.toString: "/1.2.3.4").
+func clientHost(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return "/" + ta.IP.String()
+	}
+	if a == nil {
+		return ""
+	}
+	return "/" + a.String()
+}
+
+// offsetsStore is coordinator.Store over the broker's logs.
+type offsetsStore struct{ b *Broker }
+
+func (s *offsetsStore) Partitions() int32 {
+	if t, ok := s.b.topics.get(offsetsTopic); ok {
+		return t.Partitions
+	}
+	return int32(s.b.cfg.int64("offsets.topic.num.partitions"))
+}
+
+func (s *offsetsStore) Log(p int32) (coordinator.OffsetsLog, error) {
+	t, err := s.b.ensureOffsetsTopic()
+	if err != nil {
+		return nil, err
+	}
+	if p < 0 || p >= t.Partitions {
+		return nil, fmt.Errorf("%s has no partition %d: %w", offsetsTopic, p, kerr.UnknownTopicOrPartition)
+	}
+	l, ok := s.b.logs.Log(engine.TopicPartition{Topic: offsetsTopic, Partition: p})
+	if !ok {
+		return nil, fmt.Errorf("%s-%d has no log: %w", offsetsTopic, p, kerr.UnknownTopicOrPartition)
+	}
+	return offsetsLog{l}, nil
+}
+
+func (s *offsetsStore) Existing(p int32) (coordinator.OffsetsLog, bool) {
+	if _, ok := s.b.topics.get(offsetsTopic); !ok {
+		return nil, false
+	}
+	l, ok := s.b.logs.Log(engine.TopicPartition{Topic: offsetsTopic, Partition: p})
+	if !ok {
+		return nil, false
+	}
+	return offsetsLog{l}, true
+}
+
+// offsetsLog is coordinator.OffsetsLog over one partition log.
+type offsetsLog struct{ l *engine.Log }
+
+func (o offsetsLog) Append(batch []byte) (int64, error) {
+	info, err := o.l.Append(batch)
+	if err != nil {
+		return 0, err
+	}
+	return info.LastOffset + 1, nil
+}
+
+// AwaitDurable waits for the fdatasync covering upTo and moves the high watermark there (as an
+// acknowledged produce does), so the records are visible to fetches of __consumer_offsets.
+func (o offsetsLog) AwaitDurable(upTo int64) error {
+	if err := o.l.AwaitDurable(upTo); err != nil {
+		return err
+	}
+	if o.l.Config().LocalHighWatermark {
+		_ = o.l.AdvanceHighWatermark(upTo)
+	}
+	return nil
+}
+
+// readChunk is how much of the log one read brings into memory while loading.
+const readChunk = 1 << 20
+
+// ReadBatches reads the log from its start to its end, a chunk at a time, and hands each whole
+// batch to fn.
+func (o offsetsLog) ReadBatches(fn func(batch []byte) error) error {
+	offset := o.l.LogStartOffset()
+	end := o.l.LogEndOffset()
+	var buf []byte
+	for offset < end {
+		sl, err := o.l.Read(offset, readChunk, engine.ReadUpToLogEnd)
+		if err != nil {
+			return err
+		}
+		if sl.Length == 0 {
+			sl.Release()
+			return nil
+		}
+		if int64(cap(buf)) < sl.Length {
+			buf = make([]byte, sl.Length)
+		}
+		buf = buf[:sl.Length]
+		_, err = sl.File.ReadAt(buf, sl.Position)
+		sl.Release()
+		if err != nil {
+			return fmt.Errorf("read %s at %d: %w", o.l.Dir(), offset, err)
+		}
+		next := offset
+		for p := buf; len(p) >= record.HeaderSize; {
+			h, err := record.ParseHeader(p)
+			if err != nil || h.BatchLength < record.HeaderSize-record.LogOverhead {
+				return fmt.Errorf("%s at %d: bad batch header (%v)", o.l.Dir(), next, err)
+			}
+			if int64(len(p)) < h.Size() {
+				break // the chunk ends inside this batch: read it again next time
+			}
+			if err := fn(p[:h.Size()]); err != nil {
+				return err
+			}
+			next = h.NextOffset()
+			p = p[h.Size():]
+		}
+		if next == offset {
+			return fmt.Errorf("%s at %d: no whole batch in a %d-byte read", o.l.Dir(), offset, len(buf))
+		}
+		offset = next
+	}
+	return nil
+}
