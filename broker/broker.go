@@ -80,11 +80,16 @@ func New(cfg *Config) (*Broker, error) {
 		return nil, err
 	}
 	b.logs, err = engine.OpenManager(engine.ManagerConfig{
-		Dirs:                   dirs,
-		ConfigFor:              b.logConfigFor,
-		RecoveryThreadsPerDir:  int(cfg.int64("num.recovery.threads.per.data.dir")),
-		RetentionCheckInterval: cfg.duration("log.retention.check.interval.ms"),
-		CheckpointInterval:     cfg.duration("log.flush.offset.checkpoint.interval.ms"),
+		Dirs:                       dirs,
+		ConfigFor:                  b.logConfigFor,
+		RecoveryThreadsPerDir:      int(cfg.int64("num.recovery.threads.per.data.dir")),
+		RetentionCheckInterval:     cfg.duration("log.retention.check.interval.ms"),
+		CheckpointInterval:         cfg.duration("log.flush.offset.checkpoint.interval.ms"),
+		CleanerThreads:             cleanerThreads(cfg),
+		CleanerBackoff:             cfg.duration("log.cleaner.backoff.ms"),
+		CleanerDedupeBufferSize:    cfg.int64("log.cleaner.dedupe.buffer.size"),
+		CleanerIOBufferSize:        int(cfg.int64("log.cleaner.io.buffer.size")),
+		CleanerIOMaxBytesPerSecond: float64(cfg.int64("log.cleaner.io.max.bytes.per.second")),
 	})
 	if err != nil {
 		return nil, err
@@ -308,4 +313,13 @@ func loadMetaProperties(dirs []string, nodeID int32, configured string) (string,
 		}
 	}
 	return clusterID, nil
+}
+
+// cleanerThreads maps log.cleaner.enable and log.cleaner.threads to the engine's setting
+// (negative disables the background cleaner).
+func cleanerThreads(cfg *Config) int {
+	if !cfg.bool("log.cleaner.enable") {
+		return -1
+	}
+	return int(cfg.int64("log.cleaner.threads"))
 }

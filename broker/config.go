@@ -254,6 +254,18 @@ func (c *Config) LogConfig(overrides map[string]string) engine.Config {
 		n, _ := strconv.ParseInt(v, 10, 64)
 		return n
 	}
+	str := func(key string) string {
+		v, _, _ := c.TopicConfigValue(overrides, key)
+		return v
+	}
+	ratio := func(key string) float64 {
+		v, _, _ := c.TopicConfigValue(overrides, key)
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return -1 // the engine's default
+		}
+		return f
+	}
 	return engine.Config{
 		SegmentBytes:          get("segment.bytes"),
 		SegmentMs:             get("segment.ms"),
@@ -265,6 +277,11 @@ func (c *Config) LogConfig(overrides map[string]string) engine.Config {
 		FlushIntervalMessages: get("flush.messages"),
 		FlushIntervalMs:       get("flush.ms"),
 		LocalHighWatermark:    true,
+
+		CleanupPolicy:          str("cleanup.policy"),
+		DeleteRetentionMs:      get("delete.retention.ms"),
+		MinCleanableDirtyRatio: ratio("min.cleanable.dirty.ratio"),
+		MinCompactionLagMs:     get("min.compaction.lag.ms"),
 	}
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"strings"
 	"time"
 
 	"github.com/weir-mq/weir/segment"
@@ -36,6 +37,22 @@ type Config struct {
 	// an unacknowledged write), with page-cache acks to the log end after each append. When false,
 	// the high watermark is set from outside (replication).
 	LocalHighWatermark bool
+	// CleanupPolicy is cleanup.policy / log.cleanup.policy: "delete" (the default, also when
+	// empty), "compact", or both ("compact,delete" in either order). Retention by retention.ms
+	// and retention.bytes applies only when it includes delete; the cleaner compacts the log
+	// (see cleaner.go) and Append refuses keyless records when it includes compact.
+	CleanupPolicy string
+	// DeleteRetentionMs is delete.retention.ms / log.cleaner.delete.retention.ms: a tombstone
+	// survives this long after the cleaning that first reached it. Zero is kept as given
+	// (removed by the next cleaning); negative means the default.
+	DeleteRetentionMs int64
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio: the cleaner picks a log once its
+	// dirty bytes exceed this share of its cleanable bytes. Zero is kept as given; negative
+	// means the default.
+	MinCleanableDirtyRatio float64
+	// MinCompactionLagMs is min.compaction.lag.ms: a segment whose newest record is younger
+	// stays uncleaned. Negative means 0.
+	MinCompactionLagMs int64
 	// Now is the clock (tests inject one). Nil means time.Now.
 	Now func() time.Time
 	// Observer receives fsync measurements. Nil disables.
@@ -61,7 +78,29 @@ func DefaultConfig() Config {
 		MaxMessageBytes:       1048588,
 		FlushIntervalMessages: 1,
 		FlushIntervalMs:       0,
+
+		CleanupPolicy:          "delete",
+		DeleteRetentionMs:      24 * 3600 * 1000,
+		MinCleanableDirtyRatio: 0.5,
+		MinCompactionLagMs:     0,
 	}
+}
+
+// PolicyCompact reports whether the cleanup policy includes compact.
+func (c *Config) PolicyCompact() bool { return policyHas(c.CleanupPolicy, "compact") }
+
+// PolicyDelete reports whether the cleanup policy includes delete (an empty policy is delete).
+func (c *Config) PolicyDelete() bool {
+	return strings.TrimSpace(c.CleanupPolicy) == "" || policyHas(c.CleanupPolicy, "delete")
+}
+
+func policyHas(policy, want string) bool {
+	for _, p := range strings.Split(policy, ",") {
+		if strings.TrimSpace(p) == want {
+			return true
+		}
+	}
+	return false
 }
 
 // Durable reports whether acknowledgements wait for fdatasync.
@@ -106,5 +145,14 @@ func (c *Config) fillDefaults() {
 	}
 	if c.FlushIntervalMessages <= 0 {
 		c.FlushIntervalMessages = d.FlushIntervalMessages
+	}
+	if c.DeleteRetentionMs < 0 {
+		c.DeleteRetentionMs = d.DeleteRetentionMs
+	}
+	if c.MinCleanableDirtyRatio < 0 {
+		c.MinCleanableDirtyRatio = d.MinCleanableDirtyRatio
+	}
+	if c.MinCompactionLagMs < 0 {
+		c.MinCompactionLagMs = 0
 	}
 }

@@ -21,11 +21,24 @@
 // the whole LogDir offline with a sticky KAFKA_STORAGE_ERROR; nothing is retried.
 //
 // Retention deletes whole segments, oldest first and never the active one, by retention.ms
-// (judged on a segment's largest timestamp) and retention.bytes, advancing the log start offset;
-// DeleteRecordsBefore advances it explicitly.
+// (judged on a segment's largest timestamp) and retention.bytes, advancing the log start offset,
+// when cleanup.policy includes delete; DeleteRecordsBefore advances it explicitly.
+//
+// Compaction (cleanup.policy includes compact; cleaner.go, cleaner_swap.go): a Cleaner rewrites
+// the sealed segments below the high watermark and the recovery point, keeping the latest record
+// of each key (an offset map with a fixed memory bound over the dirty section, the part after the
+// cleaner checkpoint) and dropping tombstones once the delete horizon (KIP-534) written at the
+// cleaning that first kept them has passed. Offsets never change: rewritten batches keep their
+// base and last offsets. A cleaned group of segments is written as <base>.log.cleaned, renamed
+// .swap (the decision), published in the segment list, the old segments deleted and the .swap
+// renamed .log, with directory syncs between; at open a .cleaned is removed and a .swap finished.
+// Append refuses keyless records on a compacted log (INVALID_RECORD). The Manager runs
+// log.cleaner.threads cleaners that pick the dirtiest log above min.cleanable.dirty.ratio and
+// keep Kafka's cleaner-offset-checkpoint.
 //
 // The Manager opens every <topic>-<partition> directory of every log dir concurrently and keeps
-// Kafka's files: recovery-point-offset-checkpoint and log-start-offset-checkpoint (text format
+// Kafka's files: recovery-point-offset-checkpoint, log-start-offset-checkpoint and
+// cleaner-offset-checkpoint (text format
 // "0\n<n>\n<topic> <partition> <offset>\n..."), partition.metadata (topic id) and the
 // .kafka_cleanshutdown marker. With the marker present nothing is scanned at start; without it,
 // segments from the one holding the recovery point on are recovered (CRC-checked, torn tails

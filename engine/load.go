@@ -28,6 +28,9 @@ type OpenOptions struct {
 	// RecoveryPoint and LogStartOffset come from the log dir's checkpoint files (0 when absent).
 	RecoveryPoint  int64
 	LogStartOffset int64
+	// CleanerCheckpoint comes from the log dir's cleaner-offset-checkpoint (0 when absent): the
+	// first offset compaction has not reached.
+	CleanerCheckpoint int64
 }
 
 // OpenLog opens the partition log in o.Dir, creating the directory and a first segment if needed,
@@ -42,6 +45,7 @@ func OpenLog(o OpenOptions) (*Log, error) {
 	o.Config.fillDefaults()
 	l := &Log{dir: o.Dir, topic: o.Topic, partition: o.Partition, fsys: o.FS, logDir: o.LogDir}
 	l.cfg.Store(&o.Config)
+	l.clean.cleanedTo.Store(max(o.CleanerCheckpoint, 0))
 	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", o.Dir, err)
 	}
@@ -128,8 +132,12 @@ func (l *Log) loadProducerState() error {
 }
 
 // openSegments opens every segment file of the directory, sorted by base offset, and removes
-// leftovers: files marked .deleted or .cleaned, and indexes without a .log.
+// leftovers: files marked .deleted or .cleaned, and indexes without a .log. A .swap left by a
+// cleaner's interrupted swap is finished first (cleaner_swap.go).
 func (l *Log) openSegments() ([]*segment.Segment, error) {
+	if err := l.completeSwaps(); err != nil {
+		return nil, err
+	}
 	entries, err := l.fsys.ReadDir(l.dir)
 	if err != nil {
 		return nil, fmt.Errorf("list log %s: %w", l.dir, err)

@@ -28,6 +28,14 @@ type Log struct {
 	// cfg is the configuration, swapped whole by SetConfig; read it with config().
 	cfg atomic.Pointer[Config]
 
+	// structMu (compaction) excludes the operations that change which sealed segments the log
+	// holds or what is in them (TruncateTo, DeleteExpiredSegments, DeleteRecordsBefore, Close)
+	// from a cleaner's segment swap; appends and reads never take it. Lock order: structMu,
+	// then mu, then hwMu.
+	structMu sync.Mutex
+	// clean is the compaction state (cleaner.go).
+	clean cleanState
+
 	// mu is the append lock: one appender (or truncation, roll, retention) at a time.
 	mu sync.Mutex
 	// active is the last segment. Guarded by mu.
@@ -144,6 +152,11 @@ func (l *Log) Append(batch []byte) (AppendInfo, error) {
 	h, err := record.Validate(batch, l.config().MaxMessageBytes)
 	if err != nil {
 		return AppendInfo{}, err
+	}
+	if cfg := l.config(); cfg.PolicyCompact() {
+		if err := checkKeyed(batch, &h, cfg); err != nil { // compaction: keyless records refused
+			return AppendInfo{}, err
+		}
 	}
 	if int64(len(batch)) > l.config().SegmentBytes {
 		return AppendInfo{}, fmt.Errorf("batch of %d bytes exceeds segment.bytes %d: %w", len(batch), l.config().SegmentBytes, kerr.RecordListTooLarge)
@@ -377,6 +390,8 @@ func (l *Log) acquireSegmentFor(offset int64) (*segment.Segment, bool) {
 // TruncateTo removes every batch at or after offset (a batch holding offset goes whole), for a
 // follower whose tail diverged from its leader.
 func (l *Log) TruncateTo(offset int64) error {
+	l.structMu.Lock() // compaction
+	defer l.structMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writableLocked(); err != nil {
@@ -388,6 +403,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset < l.logStartOffset.Load() {
 		offset = l.logStartOffset.Load()
 	}
+	l.clean.truncated(offset) // compaction: a cleaning in progress gives up
 	segs := l.Segments()
 	keep := segs[:0:0]
 	var doomed []*segment.Segment
@@ -539,6 +555,8 @@ func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
 	if hw := l.HighWatermark(); offset > hw {
 		return l.LogStartOffset(), fmt.Errorf("delete records of %s before %d past high watermark %d: %w", l.dir, offset, hw, kerr.OffsetOutOfRange)
 	}
+	l.structMu.Lock() // compaction
+	defer l.structMu.Unlock()
 	l.mu.Lock()
 	if offset > l.logStartOffset.Load() {
 		l.logStartOffset.Store(offset)
@@ -584,9 +602,14 @@ func (l *Log) deleteSegments(doomed []*segment.Segment) error {
 }
 
 // DeleteExpiredSegments applies retention.ms (on each segment's largest timestamp) and
-// retention.bytes, oldest first, whole segments only and never the active one. It returns how
-// many segments it deleted.
+// retention.bytes, oldest first, whole segments only and never the active one, when the cleanup
+// policy includes delete. It returns how many segments it deleted.
 func (l *Log) DeleteExpiredSegments() (int, error) {
+	if !l.config().PolicyDelete() { // compaction: compact-only logs keep every segment
+		return 0, nil
+	}
+	l.structMu.Lock()
+	defer l.structMu.Unlock()
 	now := l.config().now().UnixMilli()
 	l.mu.Lock()
 	// As in Kafka, only segments wholly below the high watermark may go: retention never
@@ -622,6 +645,8 @@ func (l *Log) DeleteExpiredSegments() (int, error) {
 // Close flushes (when the log is durable, or as a clean shutdown always does), trims the
 // indexes and closes every segment.
 func (l *Log) Close() error {
+	l.structMu.Lock() // compaction: a segment swap in progress finishes first
+	defer l.structMu.Unlock()
 	l.flush.stop(l)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -651,6 +676,8 @@ func (l *Log) Close() error {
 
 // Delete closes the log and removes its directory.
 func (l *Log) deleteFiles() error {
+	l.structMu.Lock() // compaction
+	defer l.structMu.Unlock()
 	l.flush.stop(l)
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -32,6 +32,21 @@ type ManagerConfig struct {
 	RetentionCheckInterval time.Duration
 	// CheckpointInterval is log.flush.offset.checkpoint.interval.ms (0 = 1 minute; <0 disables).
 	CheckpointInterval time.Duration
+
+	// Compaction (cleaner_manager.go).
+	// CleanerThreads is log.cleaner.threads (0 = 1; < 0 disables the cleaner, as
+	// log.cleaner.enable=false does; RunCleaner still works).
+	CleanerThreads int
+	// CleanerBackoff is log.cleaner.backoff.ms (0 = 15 s): the sleep when nothing is dirty enough.
+	CleanerBackoff time.Duration
+	// CleanerDedupeBufferSize is log.cleaner.dedupe.buffer.size (0 = 128 MiB): the offset maps'
+	// memory, split among the threads.
+	CleanerDedupeBufferSize int64
+	// CleanerIOBufferSize is log.cleaner.io.buffer.size (0 = 512 KiB) per thread, for reads and
+	// for writes.
+	CleanerIOBufferSize int
+	// CleanerIOMaxBytesPerSecond is log.cleaner.io.max.bytes.per.second (0 = unbounded), shared.
+	CleanerIOMaxBytesPerSecond float64
 }
 
 type dirState struct {
@@ -39,6 +54,11 @@ type dirState struct {
 	recoveryPoints map[TopicPartition]int64
 	logStarts      map[TopicPartition]int64
 	clean          bool
+
+	// Compaction: the cleaner checkpoints read at open; cleanerFile is set once the dir has a
+	// cleaner-offset-checkpoint to keep up to date (guarded by the Manager's ckptMu).
+	cleanerPoints map[TopicPartition]int64
+	cleanerFile   bool
 }
 
 // Manager owns every partition log of the log dirs: it opens them concurrently at start, keeps
@@ -60,6 +80,9 @@ type Manager struct {
 	ckptMu sync.Mutex
 	stop   chan struct{}
 	wg     sync.WaitGroup
+
+	// cleaner is the compaction state (cleaner_manager.go).
+	cleaner cleanerPool
 }
 
 // OpenManager opens every <topic>-<partition> directory of every log dir.
@@ -78,6 +101,15 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	if cfg.CheckpointInterval == 0 {
 		cfg.CheckpointInterval = time.Minute
+	}
+	if cfg.CleanerThreads == 0 { // compaction
+		cfg.CleanerThreads = 1
+	}
+	if cfg.CleanerBackoff <= 0 {
+		cfg.CleanerBackoff = DefaultCleanerBackoff
+	}
+	if cfg.CleanerDedupeBufferSize <= 0 {
+		cfg.CleanerDedupeBufferSize = DefaultCleanerDedupeBufferSize
 	}
 	m := &Manager{
 		cfg: cfg, fsys: cfg.FS,
@@ -124,6 +156,11 @@ func (m *Manager) prepareDir(path string) (*dirState, error) {
 		slog.Warn("ignoring unreadable checkpoint", "err", err)
 		d.logStarts = map[TopicPartition]int64{}
 	}
+	if d.cleanerPoints, err = ReadCheckpoint(filepath.Join(path, CleanerCheckpointFile)); err != nil {
+		slog.Warn("ignoring unreadable cleaner checkpoint; compacted logs are cleaned from their start", "err", err)
+		d.cleanerPoints = map[TopicPartition]int64{}
+	}
+	d.cleanerFile = len(d.cleanerPoints) > 0
 	marker := filepath.Join(path, CleanShutdownFile)
 	if _, err := m.fsys.Stat(marker); err == nil {
 		d.clean = true
@@ -188,6 +225,7 @@ func (m *Manager) openLog(d *dirState, tp TopicPartition) error {
 		FS: m.fsys, LogDir: d.LogDir, Dir: dir, Topic: tp.Topic, Partition: tp.Partition,
 		Config: m.configFor(tp.Topic), CleanShutdown: d.clean,
 		RecoveryPoint: d.recoveryPoints[tp], LogStartOffset: d.logStarts[tp],
+		CleanerCheckpoint: d.cleanerPoints[tp],
 	})
 	if err != nil {
 		return err
@@ -340,6 +378,9 @@ func (m *Manager) Checkpoint() error {
 			errs = append(errs, d.Fail(err))
 		}
 	}
+	if err := m.writeCleanerCheckpointsLocked(); err != nil { // compaction
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -394,6 +435,7 @@ func (m *Manager) startLoops() {
 			slog.Error("checkpoint", "err", err)
 		}
 	})
+	m.startCleaners() // compaction
 }
 
 func (m *Manager) closeLogs() error {

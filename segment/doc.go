@@ -22,6 +22,11 @@
 // Log's reference; files are unmapped and closed when the last reference goes. Unlink happens at
 // once: open descriptors stay valid.
 //
+// Compaction (swap.go): a cleaner builds a segment under <name>.cleaned (CreateCleaned,
+// AppendCleaned), renames its files to .swap and then to the plain names (RenameFiles, the .log
+// last); OpenSwap reopens a .swap left by a crash. Delete removes the files under the names they
+// have at the time.
+//
 // Concurrency: Append, Seal, TruncateTo and Recover are called by one goroutine at a time (the
 // Log's append lock); readers (TranslateOffset, Slice, ReadHeaderAt, Size, NextOffset) run
 // concurrently with them and see the size published after each append.

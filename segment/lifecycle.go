@@ -205,7 +205,7 @@ func (s *Segment) Close() error {
 func (s *Segment) Delete() error {
 	var firstErr error
 	for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
-		p := filepath.Join(s.dir, FileName(s.baseOffset, suffix))
+		p := filepath.Join(s.dir, FileName(s.baseOffset, suffix)+s.suffix)
 		if err := s.fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) && firstErr == nil {
 			firstErr = fmt.Errorf("delete segment file %s: %w", p, err)
 		}

@@ -1,0 +1,753 @@
+package engine
+
+// Log compaction (cleanup.policy=compact), after Kafka's LogCleaner.
+//
+// A log's sealed segments fall in two sections: the clean section below the cleaner checkpoint
+// (cleanedTo, Kafka's cleaner-offset-checkpoint entry) and the dirty section from there to the
+// first uncleanable offset: the smallest of the active segment's base offset, the high watermark,
+// the recovery point (only fdatasync'd, sealed segments are rewritten) and the first dirty segment
+// whose newest record is younger than min.compaction.lag.ms. Only whole segments below that
+// offset are cleanable; the active segment never is.
+//
+// One cleaning (Cleaner.Clean):
+//  1. Builds the offset map over the dirty section: key -> offset of its latest record, in offset
+//     order. The map has a fixed memory bound (cleaner_offsetmap.go); when it fills, the cleaning
+//     ends at the record that did not fit (end), and the next cleaning starts there.
+//  2. Rewrites every segment overlapping [log's first segment, end), grouped so that a group's
+//     input fits segment.bytes, its offsets fit int32 relative offsets and its index entries fit
+//     segment.index.bytes. A record survives unless it has no key (Kafka drops those), a later
+//     record with its key is in the map, or it is a tombstone (null value) whose batch's delete
+//     horizon has passed. Offsets never change: a rewritten batch keeps its base offset, its last
+//     offset delta (so its producer's sequence range survives), producer fields and leader epoch,
+//     and each kept record keeps its offset delta; only the record count, the timestamps and the
+//     CRC change. The records are re-encoded with the batch's own codec (kgo's compressors) so a
+//     compressed topic stays compressed. Batches nothing was removed from are copied byte for
+//     byte. A batch left empty is dropped, except the last batch of a producer the producer
+//     table still knows, which is kept as a bare header (as Kafka does: a restart that replays
+//     batch headers still finds the producer's last sequence). Control batches are copied
+//     unchanged. A batch whose records cannot be read (bad compressed payload, or past the
+//     decompression bound) is copied unchanged and adds nothing to the map: never lost, never
+//     compacted. A batch failing its CRC stops the cleaning of that log (as Kafka marks it
+//     uncleanable).
+//  3. Tombstones, KIP-534: the first cleaning that keeps a tombstone rewrites its batch with the
+//     delete-horizon attribute (bit 6) and baseTimestamp = now + delete.retention.ms (record
+//     timestamp deltas re-based so every record keeps its timestamp); a later cleaning after the
+//     horizon drops the tombstones of that batch. A consumer that reads from the start within
+//     delete.retention.ms of the cleaning therefore sees every delete.
+//  4. Swaps each group in crash-safely (cleaner_swap.go) and, after the last group, advances the
+//     checkpoint to end.
+//
+// The invariant that makes every intermediate state safe: a record is dropped only when a record
+// with its key and a higher offset is kept (or it is an expired tombstone). A crash between two
+// groups leaves some groups cleaned and others not: nothing is lost.
+//
+// Memory is bounded by the offset map, one read buffer and one write buffer (grown to the
+// largest batch, itself bounded by max.message.bytes) and one batch's decompressed records
+// (decompressLimit). I/O is bounded by IOMaxBytesPerSecond (bytes read plus written).
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-mq/weir/record"
+	"github.com/weir-mq/weir/segment"
+)
+
+// Defaults of the cleaner's configuration (Kafka's).
+const (
+	DefaultCleanerDedupeBufferSize = 128 << 20 // log.cleaner.dedupe.buffer.size
+	DefaultCleanerIOBufferSize     = 512 << 10 // log.cleaner.io.buffer.size
+	DefaultCleanerBackoff          = 15 * time.Second
+)
+
+// CleanerConfig configures one Cleaner.
+type CleanerConfig struct {
+	// DedupeBufferSize bounds the offset map's memory in bytes (24 bytes per key; 0 = 128 MiB).
+	DedupeBufferSize int64
+	// IOBufferSize is the size of the read buffer and of the write buffer (0 = 512 KiB). Both
+	// grow to the largest batch met.
+	IOBufferSize int
+	// IOMaxBytesPerSecond bounds the bytes read plus written per second (0 = unbounded).
+	IOMaxBytesPerSecond float64
+	// Stop, when closed, makes a cleaning in progress give up at its next batch.
+	Stop <-chan struct{}
+}
+
+// CleanStats describes one cleaning.
+type CleanStats struct {
+	// FirstDirtyOffset is where the dirty section began; EndOffset is the new cleaner checkpoint:
+	// every record below it was compacted against every later record below it.
+	FirstDirtyOffset, EndOffset int64
+	// Segments is the number of segments rewritten, Groups the number of segments written.
+	Segments, Groups int
+	BytesRead        int64
+	BytesWritten     int64
+	RecordsRead      int64
+	RecordsKept      int64
+	// MapKeys is the number of distinct keys in the offset map.
+	MapKeys  int
+	Duration time.Duration
+}
+
+var (
+	// errCleanAborted reports a cleaning given up because the log changed under it (truncated,
+	// segments deleted by retention, closed) or the cleaner was stopped. Nothing was changed.
+	errCleanAborted = errors.New("cleaning abandoned: the log changed or the cleaner stopped")
+	// errCleanerCorrupt reports a stored batch failing its checks.
+	errCleanerCorrupt = errors.New("corrupt batch in a segment being cleaned")
+)
+
+// cleanState is a Log's compaction state.
+type cleanState struct {
+	// cleanedTo is the cleaner checkpoint: the first dirty offset. Written under the log's
+	// structMu (by the cleaner, by TruncateTo) or at open.
+	cleanedTo atomic.Int64
+	// truncations counts TruncateTo calls: a cleaning that started under another count gives up.
+	truncations atomic.Int64
+	// uncleanableUntil (unix ms): after a cleaning error other than a storage error the
+	// Manager's cleaner leaves the log alone until then.
+	uncleanableUntil atomic.Int64
+}
+
+// truncated is TruncateTo's hook, called under structMu before anything changes.
+func (c *cleanState) truncated(offset int64) {
+	c.truncations.Add(1)
+	if c.cleanedTo.Load() > offset {
+		c.cleanedTo.Store(offset)
+	}
+}
+
+// CleanerCheckpoint is the log's cleaner checkpoint (the first offset not yet cleaned).
+func (l *Log) CleanerCheckpoint() int64 { return l.clean.cleanedTo.Load() }
+
+// Cleaner compacts logs, one at a time. It owns the offset map and the I/O buffers; it is not
+// safe for concurrent use (run one per cleaner thread).
+type Cleaner struct {
+	cfg      CleanerConfig
+	offsets  *offsetMap
+	throttle *ioThrottle
+	codec    batchCodec
+	reader   segmentReader
+	out      []byte
+	recs     []byte
+	kept     []cleanerRecord
+	changed  bool // a batch of the group being written was not copied whole
+	// testHook, when set, is called at each step of a swap; an error stops the cleaning there.
+	testHook func(step string) error
+}
+
+// NewCleaner returns a cleaner. The offset map is allocated on first use.
+func NewCleaner(cfg CleanerConfig) *Cleaner {
+	if cfg.DedupeBufferSize <= 0 {
+		cfg.DedupeBufferSize = DefaultCleanerDedupeBufferSize
+	}
+	if cfg.IOBufferSize <= 0 {
+		cfg.IOBufferSize = DefaultCleanerIOBufferSize
+	}
+	return &Cleaner{cfg: cfg, offsets: newOffsetMap(cfg.DedupeBufferSize), throttle: newIOThrottle(cfg.IOMaxBytesPerSecond)}
+}
+
+// MapCapacity is the number of distinct keys one cleaning can map.
+func (c *Cleaner) MapCapacity() int { return c.offsets.capacity() }
+
+// cleanRange is a log's cleanable section, as seen at one moment.
+type cleanRange struct {
+	// segs are the log's segments from the first through the last cleanable one; nextBases[i]
+	// is the base offset of the segment after segs[i].
+	segs      []*segment.Segment
+	nextBases []int64
+	// firstDirty is the cleaner checkpoint, clamped to [log start, log end].
+	firstDirty int64
+	// end is the first uncleanable offset (the next base of the last cleanable segment).
+	end                    int64
+	cleanBytes, dirtyBytes int64
+	truncations            int64
+}
+
+// dirtyRatio is dirty bytes / cleanable bytes.
+func (r *cleanRange) dirtyRatio() float64 {
+	if r.dirtyBytes == 0 {
+		return 0
+	}
+	return float64(r.dirtyBytes) / float64(r.cleanBytes+r.dirtyBytes)
+}
+
+// cleanableRange computes the log's cleanable section without locks (the segment list and
+// offsets are published atomically; the swap re-checks everything under the structure lock).
+func (l *Log) cleanableRange(nowMs int64) cleanRange {
+	r := cleanRange{truncations: l.clean.truncations.Load()}
+	cfg := l.config()
+	segs := l.Segments()
+	start := l.LogStartOffset()
+	r.firstDirty = max(l.clean.cleanedTo.Load(), start)
+	if r.firstDirty > l.LogEndOffset() {
+		r.firstDirty = start // a checkpoint from before a truncation or a recreated topic
+	}
+	r.end = r.firstDirty
+	bound := min(l.HighWatermark(), l.RecoveryPoint())
+	for i := 0; i < len(segs)-1; i++ {
+		s, next := segs[i], segs[i+1].BaseOffset()
+		if next > bound {
+			break
+		}
+		dirty := next > r.firstDirty
+		if dirty && cfg.MinCompactionLagMs > 0 && s.MaxTimestamp() > nowMs-cfg.MinCompactionLagMs {
+			break
+		}
+		r.segs = append(r.segs, s)
+		r.nextBases = append(r.nextBases, next)
+		r.end = max(r.end, next)
+		if dirty {
+			r.dirtyBytes += s.Size()
+		} else {
+			r.cleanBytes += s.Size()
+		}
+	}
+	return r
+}
+
+// cleanContext is what the filtering of one cleaning needs.
+type cleanContext struct {
+	nowMs       int64
+	horizonMs   int64 // delete horizon given to batches whose tombstones are kept for the first time
+	producers   map[int64]int64
+	limit       int // decompression bound
+	maxBatch    int // largest stored batch read
+	truncations int64
+}
+
+// Clean compacts the cleanable section of l once: one offset map's worth of the dirty section,
+// and the whole clean section below it. It does nothing for a log whose policy lacks compact.
+// With no dirty section it still rewrites the clean section (dropping expired tombstones).
+// Errors: errCleanAborted when the log changed under it (nothing lost; try again later), a
+// KAFKA_STORAGE_ERROR after an I/O failure (the log dir is offline), otherwise a problem of the
+// log's data (a corrupt batch).
+func (c *Cleaner) Clean(l *Log) (CleanStats, error) {
+	started := time.Now()
+	var st CleanStats
+	cfg := l.config()
+	if !cfg.PolicyCompact() {
+		return st, nil
+	}
+	if err := l.logDir.Err(); err != nil {
+		return st, err
+	}
+	nowMs := cfg.now().UnixMilli()
+	r := l.cleanableRange(nowMs)
+	st.FirstDirtyOffset, st.EndOffset = r.firstDirty, r.firstDirty
+	if len(r.segs) == 0 {
+		return st, nil
+	}
+	held := make([]*segment.Segment, 0, len(r.segs))
+	defer func() {
+		for _, s := range held {
+			s.Release()
+		}
+	}()
+	for _, s := range r.segs {
+		if !s.Acquire() {
+			return st, errCleanAborted // deleted since the list was read
+		}
+		held = append(held, s)
+	}
+	ctx := &cleanContext{
+		nowMs:       nowMs,
+		horizonMs:   nowMs + cfg.DeleteRetentionMs,
+		limit:       decompressLimit(cfg),
+		maxBatch:    max(cfg.MaxMessageBytes, c.cfg.IOBufferSize),
+		truncations: r.truncations,
+	}
+	end, err := c.buildOffsetMap(l, &r, ctx, &st)
+	if err != nil {
+		return st, err
+	}
+	st.EndOffset = end
+	st.MapKeys = c.offsets.entries
+	ctx.producers = l.producerLastOffsets()
+	var cleanable []*segment.Segment
+	var nextBases []int64
+	for i, s := range r.segs {
+		if s.BaseOffset() < end {
+			cleanable = append(cleanable, s)
+			nextBases = append(nextBases, r.nextBases[i])
+		}
+	}
+	for _, g := range groupForCleaning(cleanable, nextBases, cfg) {
+		if err := c.cleanGroup(l, g, ctx, &st); err != nil {
+			return st, err
+		}
+	}
+	l.structMu.Lock()
+	if l.clean.truncations.Load() == r.truncations && end > l.clean.cleanedTo.Load() {
+		l.clean.cleanedTo.Store(end)
+	}
+	l.structMu.Unlock()
+	st.Duration = time.Since(started)
+	return st, nil
+}
+
+// groupForCleaning splits consecutive segments into groups rewritten as one segment each: a
+// group's input bytes fit segment.bytes, its offsets fit int32 relative offsets, and the index
+// entries its bytes can produce fit segment.index.bytes (time index entries are the larger).
+// A segment that alone breaks a bound forms its own group (it held those bytes already).
+func groupForCleaning(segs []*segment.Segment, nextBases []int64, cfg *Config) [][]*segment.Segment {
+	var groups [][]*segment.Segment
+	maxEntries := int64(cfg.MaxIndexBytes / 12)
+	for i := 0; i < len(segs); {
+		base := segs[i].BaseOffset()
+		size := segs[i].Size()
+		j := i + 1
+		for ; j < len(segs); j++ {
+			n := size + segs[j].Size()
+			if n > cfg.SegmentBytes || nextBases[j]-1-base > math.MaxInt32 ||
+				n/int64(cfg.IndexIntervalBytes)+2 > maxEntries {
+				break
+			}
+			size = n
+		}
+		groups = append(groups, segs[i:j:j])
+		i = j
+	}
+	return groups
+}
+
+// aborted reports whether the cleaning of l must stop: the cleaner is stopping or the log was
+// truncated. Checked at every batch, so it takes no lock.
+func (c *Cleaner) aborted(l *Log, ctx *cleanContext) bool {
+	select {
+	case <-c.cfg.Stop:
+		return true
+	default:
+	}
+	return l.clean.truncations.Load() != ctx.truncations
+}
+
+// abortedOrClosed adds the check that the log was not closed (or deleted) meanwhile.
+func (c *Cleaner) abortedOrClosed(l *Log, ctx *cleanContext) bool {
+	if c.aborted(l, ctx) {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+// ioFailed classifies an I/O error of a cleaning: expected when the log changed under it (the
+// cleaning is abandoned), otherwise a storage failure that takes the log dir offline.
+func (c *Cleaner) ioFailed(l *Log, ctx *cleanContext, err error) error {
+	if c.abortedOrClosed(l, ctx) {
+		return errCleanAborted
+	}
+	return l.logDir.Fail(err)
+}
+
+// buildOffsetMap maps the dirty section and returns the end of the cleaning: the offset of the
+// first record that did not fit, or the end of the cleanable section.
+func (c *Cleaner) buildOffsetMap(l *Log, r *cleanRange, ctx *cleanContext, st *CleanStats) (int64, error) {
+	if r.firstDirty >= r.end {
+		c.offsets.reset(0)
+		return r.firstDirty, nil // nothing dirty: only the clean section is rewritten
+	}
+	c.offsets.reset(c.dirtyKeyBound(r))
+	for i, s := range r.segs {
+		if r.nextBases[i] <= r.firstDirty {
+			continue
+		}
+		if c.abortedOrClosed(l, ctx) {
+			return 0, errCleanAborted
+		}
+		c.reader.reset(s, c.cfg.IOBufferSize, ctx.maxBatch)
+		for {
+			batch, h, err := c.reader.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return 0, c.readFailed(l, ctx, err)
+			}
+			c.throttle.add(int64(len(batch)), c.cfg.Stop)
+			if c.aborted(l, ctx) {
+				return 0, errCleanAborted
+			}
+			if h.LastOffset() < r.firstDirty || h.IsControl() {
+				continue
+			}
+			recs, err := c.codec.records(batch, &h, ctx.limit)
+			if err != nil {
+				continue // unreadable records: the batch is copied whole and maps nothing
+			}
+			for len(recs) > 0 {
+				rec, n, err := nextRecord(recs)
+				if err != nil || rec.offsetDelta > int64(h.LastOffsetDelta) {
+					break
+				}
+				recs = recs[n:]
+				offset := h.BaseOffset + rec.offsetDelta
+				if offset < r.firstDirty || !rec.hasKey {
+					continue
+				}
+				ok, err := c.offsets.put(rec.key, offset)
+				if err != nil {
+					return 0, err
+				}
+				if !ok {
+					return offset, nil // the map is full: the cleaning ends before this record
+				}
+			}
+		}
+	}
+	return r.end, nil
+}
+
+// dirtyKeyBound bounds the number of keys of the dirty section by its record count, read from
+// the batch headers (through the sealed segments' mappings: no data is copied), so the offset
+// map's table is no larger than the cleaning needs. It stops counting past the map's capacity.
+func (c *Cleaner) dirtyKeyBound(r *cleanRange) int64 {
+	var n int64
+	for i, s := range r.segs {
+		if r.nextBases[i] <= r.firstDirty {
+			continue
+		}
+		for pos := int64(0); ; {
+			h, err := s.ReadHeaderAt(pos)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return math.MaxInt64 // the cleaning will report it; size the map for anything
+			}
+			if h.LastOffset() >= r.firstDirty && !h.IsControl() {
+				n += int64(h.RecordCount)
+			}
+			if n > int64(c.offsets.capacity()) {
+				return n
+			}
+			pos += h.Size()
+		}
+	}
+	return n
+}
+
+// readFailed classifies a read error: a corrupt batch is a problem of the log's data, anything
+// else an I/O failure.
+func (c *Cleaner) readFailed(l *Log, ctx *cleanContext, err error) error {
+	if c.abortedOrClosed(l, ctx) {
+		return errCleanAborted
+	}
+	if errors.Is(err, errCleanerCorrupt) {
+		return err
+	}
+	return l.logDir.Fail(err)
+}
+
+// cleanGroup rewrites a group of segments into one cleaned segment and swaps it in. A single
+// segment the cleaning would copy byte for byte is left as it is.
+func (c *Cleaner) cleanGroup(l *Log, group []*segment.Segment, ctx *cleanContext, st *CleanStats) error {
+	cfg := l.config()
+	base := group[0].BaseOffset()
+	ns, err := segment.CreateCleaned(l.fsys, l.dir, base, cfg.segmentConfig(), group[0].Created())
+	if err != nil {
+		return c.ioFailed(l, ctx, err)
+	}
+	unchanged, err := c.writeCleaned(l, ns, group, ctx, st)
+	if err == nil && !unchanged {
+		err = c.hook("cleaned")
+	}
+	if err != nil || unchanged {
+		_ = ns.Delete() // still .cleaned: nothing was decided
+		return err
+	}
+	st.Segments += len(group)
+	st.Groups++
+	st.BytesWritten += ns.Size()
+	return l.swapCleaned(ns, group, ctx.truncations, c.hook)
+}
+
+// writeCleaned filters every batch of group into ns and makes ns durable (.log fdatasync'd,
+// indexes trimmed and flushed). unchanged reports a group of one segment whose every batch was
+// copied whole: ns is then left unsynced, to be discarded.
+func (c *Cleaner) writeCleaned(l *Log, ns *segment.Segment, group []*segment.Segment, ctx *cleanContext, st *CleanStats) (unchanged bool, err error) {
+	c.out = c.out[:0]
+	c.changed = false
+	flush := func() error {
+		if len(c.out) == 0 {
+			return nil
+		}
+		if err := ns.AppendCleaned(c.out); err != nil {
+			if errors.Is(err, segment.ErrSegmentFull) {
+				return err
+			}
+			return c.ioFailed(l, ctx, err)
+		}
+		c.throttle.add(int64(len(c.out)), c.cfg.Stop)
+		c.out = c.out[:0]
+		return nil
+	}
+	for _, s := range group {
+		if c.abortedOrClosed(l, ctx) {
+			return false, errCleanAborted
+		}
+		c.reader.reset(s, c.cfg.IOBufferSize, ctx.maxBatch)
+		for {
+			batch, h, err := c.reader.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return false, c.readFailed(l, ctx, err)
+			}
+			st.BytesRead += int64(len(batch))
+			c.throttle.add(int64(len(batch)), c.cfg.Stop)
+			if c.aborted(l, ctx) {
+				return false, errCleanAborted
+			}
+			if c.out, err = c.filterBatch(c.out, batch, &h, ctx, st); err != nil {
+				return false, err
+			}
+			if len(c.out) >= c.cfg.IOBufferSize {
+				if err := flush(); err != nil {
+					return false, err
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return false, err
+	}
+	if !c.changed && len(group) == 1 {
+		return true, nil
+	}
+	if err := ns.MarkInactive(); err != nil {
+		return false, c.ioFailed(l, ctx, err)
+	}
+	if err := ns.Seal(); err != nil {
+		return false, c.ioFailed(l, ctx, err)
+	}
+	return false, nil
+}
+
+// filterBatch appends to dst what the cleaning keeps of one stored batch (see the file comment).
+func (c *Cleaner) filterBatch(dst, batch []byte, h *record.Header, ctx *cleanContext, st *CleanStats) ([]byte, error) {
+	st.RecordsRead += int64(h.RecordCount)
+	whole := func() ([]byte, error) {
+		st.RecordsKept += int64(h.RecordCount)
+		return append(dst, batch...), nil
+	}
+	if h.IsControl() {
+		return whole()
+	}
+	recs, err := c.codec.records(batch, h, ctx.limit)
+	if err != nil {
+		return whole()
+	}
+	hasHorizon := h.Attributes&deleteHorizonFlag != 0
+	tombstonesExpired := hasHorizon && ctx.nowMs >= h.BaseTimestamp
+	c.kept = c.kept[:0]
+	total, keptTombstone := 0, false
+	for len(recs) > 0 {
+		rec, n, err := nextRecord(recs)
+		if err != nil || rec.offsetDelta > int64(h.LastOffsetDelta) {
+			return whole()
+		}
+		recs = recs[n:]
+		total++
+		offset := h.BaseOffset + rec.offsetDelta
+		if !rec.hasKey {
+			continue
+		}
+		if latest := c.offsets.get(rec.key); latest > offset {
+			continue
+		}
+		if !rec.hasValue {
+			if tombstonesExpired {
+				continue
+			}
+			keptTombstone = true
+		}
+		c.kept = append(c.kept, rec)
+	}
+	if total != int(h.RecordCount) {
+		return whole()
+	}
+	needHorizon := keptTombstone && !hasHorizon
+	if len(c.kept) == total && !needHorizon {
+		return whole()
+	}
+	c.changed = true
+	st.RecordsKept += int64(len(c.kept))
+	if len(c.kept) == 0 {
+		if last, ok := ctx.producers[h.ProducerID]; ok && h.ProducerID >= 0 && last == h.LastOffset() {
+			attrs := h.Attributes &^ (compressionMask | deleteHorizonFlag)
+			return c.codec.appendBatch(dst, batch, 0, nil, attrs, h.MaxTimestamp, h.MaxTimestamp)
+		}
+		return dst, nil
+	}
+	baseTimestamp, attrs := h.BaseTimestamp, h.Attributes
+	if needHorizon {
+		baseTimestamp, attrs = ctx.horizonMs, attrs|deleteHorizonFlag
+	}
+	maxTimestamp := h.MaxTimestamp
+	if !h.LogAppendTime() {
+		maxTimestamp = record.NoTimestamp
+	}
+	c.recs = c.recs[:0]
+	for i := range c.kept {
+		rec := &c.kept[i]
+		ts := h.BaseTimestamp + rec.timestampDelta
+		if !h.LogAppendTime() && ts > maxTimestamp {
+			maxTimestamp = ts
+		}
+		if needHorizon {
+			c.recs = appendRetimed(c.recs, rec, ts-baseTimestamp)
+		} else {
+			c.recs = append(c.recs, rec.encoded...)
+		}
+	}
+	return c.codec.appendBatch(dst, batch, len(c.kept), c.recs, attrs, baseTimestamp, maxTimestamp)
+}
+
+func (c *Cleaner) hook(step string) error {
+	if c.testHook != nil {
+		return c.testHook(step)
+	}
+	return nil
+}
+
+// producerLastOffsets returns, per producer id the producer table knows, its last batch's last
+// offset.
+func (l *Log) producerLastOffsets() map[int64]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[int64]int64, len(l.producers.producers))
+	for id, e := range l.producers.producers {
+		if b := e.last(); b != nil {
+			out[id] = b.lastOffset
+		}
+	}
+	return out
+}
+
+// segmentReader reads a sealed segment's batches in order through a buffer, checking each.
+type segmentReader struct {
+	file     *os.File
+	name     string
+	size     int64
+	filePos  int64 // file position of buf[0]
+	buf      []byte
+	lo, hi   int // valid bytes are buf[lo:hi]
+	maxBatch int
+}
+
+func (r *segmentReader) reset(s *segment.Segment, bufSize, maxBatch int) {
+	r.file, r.name, r.size = s.File(), s.LogPath(), s.Size()
+	r.filePos, r.lo, r.hi, r.maxBatch = 0, 0, 0, maxBatch
+	if len(r.buf) < bufSize {
+		r.buf = make([]byte, bufSize)
+	}
+}
+
+// fill makes at least need bytes available from buf[lo] (need <= what the file holds).
+func (r *segmentReader) fill(need int) error {
+	if r.hi-r.lo >= need {
+		return nil
+	}
+	copy(r.buf, r.buf[r.lo:r.hi])
+	r.filePos += int64(r.lo)
+	r.hi -= r.lo
+	r.lo = 0
+	if need > len(r.buf) {
+		r.buf = append(r.buf, make([]byte, need-len(r.buf))...)
+	}
+	want := min(int64(len(r.buf)), r.size-r.filePos)
+	for int64(r.hi) < want {
+		n, err := r.file.ReadAt(r.buf[r.hi:want], r.filePos+int64(r.hi))
+		r.hi += n
+		if err != nil && !(err == io.EOF && int64(r.hi) >= want) {
+			if err == io.EOF {
+				return fmt.Errorf("read segment %s: %d bytes short: %w", r.name, want-int64(r.hi), errCleanerCorrupt)
+			}
+			return fmt.Errorf("read segment %s: %w", r.name, err)
+		}
+	}
+	if r.hi-r.lo < need {
+		return fmt.Errorf("segment %s: torn batch at %d: %w", r.name, r.filePos, errCleanerCorrupt)
+	}
+	return nil
+}
+
+// next returns the next batch (valid until the following call) or io.EOF.
+func (r *segmentReader) next() ([]byte, record.Header, error) {
+	pos := r.filePos + int64(r.lo)
+	if pos >= r.size {
+		return nil, record.Header{}, io.EOF
+	}
+	if err := r.fill(min(record.HeaderSize, int(r.size-pos))); err != nil {
+		return nil, record.Header{}, err
+	}
+	h, err := record.ParseHeader(r.buf[r.lo:r.hi])
+	if err != nil {
+		return nil, h, fmt.Errorf("segment %s at %d: %v: %w", r.name, pos, err, errCleanerCorrupt)
+	}
+	size := h.Size()
+	if h.BatchLength < record.HeaderSize-record.LogOverhead || size > r.size-pos {
+		return nil, h, fmt.Errorf("segment %s at %d: batch length %d: %w", r.name, pos, h.BatchLength, errCleanerCorrupt)
+	}
+	if size > int64(r.maxBatch) {
+		return nil, h, fmt.Errorf("segment %s at %d: batch of %d bytes exceeds %d (max.message.bytes): %w", r.name, pos, size, r.maxBatch, errCleanerCorrupt)
+	}
+	if err := r.fill(int(size)); err != nil {
+		return nil, h, err
+	}
+	batch := r.buf[r.lo : r.lo+int(size)]
+	if _, err := record.CheckStored(batch); err != nil {
+		return nil, h, fmt.Errorf("segment %s at %d: %v: %w", r.name, pos, err, errCleanerCorrupt)
+	}
+	r.lo += int(size)
+	return batch, h, nil
+}
+
+// ioThrottle bounds the cleaners' I/O rate (Kafka's Throttler): it is told of every byte read or
+// written and sleeps when the rate over the current period runs ahead. Shared by a Manager's
+// cleaners.
+type ioThrottle struct {
+	rate        float64 // bytes per second; <= 0 = unbounded
+	mu          sync.Mutex
+	periodStart time.Time
+	bytes       int64
+}
+
+const throttleCheckPeriod = 100 * time.Millisecond
+
+func newIOThrottle(rate float64) *ioThrottle { return &ioThrottle{rate: rate, periodStart: time.Now()} }
+
+func (t *ioThrottle) add(n int64, stop <-chan struct{}) {
+	if t.rate <= 0 {
+		return
+	}
+	t.mu.Lock()
+	t.bytes += n
+	elapsed := time.Since(t.periodStart)
+	if elapsed < throttleCheckPeriod && float64(t.bytes) < t.rate*throttleCheckPeriod.Seconds() {
+		t.mu.Unlock()
+		return
+	}
+	want := time.Duration(float64(t.bytes) / t.rate * float64(time.Second))
+	sleep := want - elapsed
+	t.bytes = 0
+	t.periodStart = time.Now().Add(max(sleep, 0))
+	t.mu.Unlock()
+	if sleep > 0 {
+		timer := time.NewTimer(sleep)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-stop:
+		}
+	}
+}
