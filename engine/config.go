@@ -114,7 +114,7 @@ func (c *Config) now() time.Time {
 }
 
 func (c *Config) segmentConfig() segment.Config {
-	return segment.Config{IndexIntervalBytes: c.IndexIntervalBytes, MaxIndexBytes: c.MaxIndexBytes}
+	return segment.Config{IndexIntervalBytes: c.IndexIntervalBytes, MaxIndexBytes: c.MaxIndexBytes, ActiveMapBytes: c.SegmentBytes}
 }
 
 func (c *Config) fillDefaults() {
