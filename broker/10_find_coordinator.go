@@ -3,7 +3,9 @@ package broker
 // FindCoordinator (key 10), v0-v6. Key type 0 (group): this broker coordinates every group (a
 // single broker leads every partition of __consumer_offsets, which is created here on first
 // use, as Kafka does). v4+ batches keys in coordinator_keys with a result per key. Key type 1
-// (transaction) answers COORDINATOR_NOT_AVAILABLE: weir has no transaction coordinator; any
+// (transaction) answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId does for a
+// transactional id: weir has no transaction coordinator, and a non-retriable error makes
+// transactional clients fail fast instead of retrying until their timeout; any
 // other type is INVALID_REQUEST. A group id longer than Kafka's records can hold is
 // INVALID_GROUP_ID.
 
@@ -27,7 +29,9 @@ func handleFindCoordinator(b *Broker, r *netio.Request) netio.Reply {
 		switch req.CoordinatorType {
 		case 0:
 		case 1:
-			return -1, "", -1, kerr.CoordinatorNotAvailable
+			// Not retriable, unlike COORDINATOR_NOT_AVAILABLE: a transactional client fails at
+			// once with a clear error instead of retrying until its timeout.
+			return -1, "", -1, kerr.TransactionalIDAuthorizationFailed
 		default:
 			return -1, "", -1, kerr.InvalidRequest
 		}

@@ -340,7 +340,7 @@ func TestGroupAdmin(t *testing.T) {
 	}
 	txn := kmsg.NewPtrFindCoordinatorRequest()
 	txn.CoordinatorType, txn.CoordinatorKey = 1, "txn"
-	wantCode(t, "transaction coordinator", wireRoundTrip[*kmsg.FindCoordinatorResponse](w, txn, 3).ErrorCode, kerr.CoordinatorNotAvailable)
+	wantCode(t, "transaction coordinator", wireRoundTrip[*kmsg.FindCoordinatorResponse](w, txn, 3).ErrorCode, kerr.TransactionalIDAuthorizationFailed)
 	topics, err := adm.ListTopics(ctx, offsetsTopic)
 	if err != nil {
 		t.Fatal(err)
