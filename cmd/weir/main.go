@@ -26,7 +26,9 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
-	case "topic", "produce", "consume", "group":
+	case "hist":
+		err = histCmd(os.Args[2:], os.Stdout)
+	case "topic", "produce", "consume", "group", "bench":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		switch os.Args[1] {
 		case "topic":
@@ -37,6 +39,8 @@ func main() {
 			err = consumeCmd(ctx, os.Args[2:], os.Stdout)
 		case "group":
 			err = groupCmd(ctx, os.Args[2:], os.Stdout)
+		case "bench":
+			err = benchCmd(ctx, os.Args[2:], os.Stdout, os.Stderr)
 		}
 		stop()
 	case "-h", "--help", "help":
@@ -65,6 +69,8 @@ commands:
   produce  send stdin lines as records: weir produce --topic T [--key-separator :] [--acks all|1|0]
   consume  print records: weir consume --topic T [--from beginning|end|OFFSET] [--max N] [--format '%k\t%v\n']
   group    list, describe (members, lag), delete consumer groups, reset their offsets
+  bench    load generator: weir bench produce|e2e|consume [--workload 1topic-16part-1kb-50k] [--out DIR]; weir bench disk --dir D
+  hist     latency histograms: weir hist show x.hgrm; weir hist compare a.hgrm b.hgrm [--plot out.png|out.svg]
 
 Client commands take --bootstrap host:port (default 127.0.0.1:9092); 'weir <command> -h' lists flags.
 `)
