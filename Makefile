@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: run test bench lint fuzz build
+.PHONY: run test bench bench-compare lint fuzz build
 
 build:
 	$(GO) build -o bin/weir ./cmd/weir
@@ -17,6 +17,11 @@ test: lint
 ## bench: every go test -bench suite, with allocations
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)
+
+## bench-compare: the benchmark suites at OLD=<git rev> vs the working tree, several runs each, benchstat
+bench-compare:
+	@test -n "$(OLD)" || { echo "usage: make bench-compare OLD=<git rev> [COUNT=6] [BENCH=regexp]"; exit 2; }
+	scripts/bench-compare.sh $(OLD)
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
