@@ -6,9 +6,6 @@ package broker
 // (44_incremental_alter_configs.go) with every named key a SET; a null value is INVALID_REQUEST.
 
 import (
-	"fmt"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/netio"
@@ -32,17 +29,7 @@ func handleAlterConfigs(b *Broker, r *netio.Request) netio.Reply {
 		for _, c := range rr.Configs {
 			changes = append(changes, configChange{name: c.Name, op: kmsg.IncrementalAlterConfigOpSet, value: c.Value})
 		}
-		var err error
-		if dup[i] {
-			err = fmt.Errorf("resource %v %q named twice: %w", rr.ResourceType, rr.ResourceName, kerr.InvalidRequest)
-		} else {
-			err = b.alterConfigs(rr.ResourceType, rr.ResourceName, changes, true, req.ValidateOnly)
-		}
-		if err != nil {
-			sr.ErrorCode = errorCode(err)
-			msg := err.Error()
-			sr.ErrorMessage = &msg
-		}
+		sr.ErrorCode, sr.ErrorMessage = b.alterResource(dup[i], rr.ResourceType, rr.ResourceName, changes, true, req.ValidateOnly)
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return netio.Reply{Response: resp}

@@ -53,17 +53,7 @@ func handleIncrementalAlterConfigs(b *Broker, r *netio.Request) netio.Reply {
 		for _, c := range rr.Configs {
 			changes = append(changes, configChange{name: c.Name, op: c.Op, value: c.Value})
 		}
-		var err error
-		if dup[i] {
-			err = fmt.Errorf("resource %v %q named twice: %w", rr.ResourceType, rr.ResourceName, kerr.InvalidRequest)
-		} else {
-			err = b.alterConfigs(rr.ResourceType, rr.ResourceName, changes, false, req.ValidateOnly)
-		}
-		if err != nil {
-			sr.ErrorCode = errorCode(err)
-			msg := err.Error()
-			sr.ErrorMessage = &msg
-		}
+		sr.ErrorCode, sr.ErrorMessage = b.alterResource(dup[i], rr.ResourceType, rr.ResourceName, changes, false, req.ValidateOnly)
 		resp.Resources = append(resp.Resources, sr)
 	}
 	return netio.Reply{Response: resp}
@@ -262,4 +252,20 @@ func editList(list, change string, add bool) string {
 		items = kept
 	}
 	return strings.Join(items, ",")
+}
+
+// alterResource applies one resource's changes (refusing a resource named twice in the request)
+// and returns its error code and message for the response.
+func (b *Broker) alterResource(dup bool, typ kmsg.ConfigResourceType, name string, changes []configChange, replace, validateOnly bool) (int16, *string) {
+	var err error
+	if dup {
+		err = fmt.Errorf("resource %v %q named twice: %w", typ, name, kerr.InvalidRequest)
+	} else {
+		err = b.alterConfigs(typ, name, changes, replace, validateOnly)
+	}
+	if err == nil {
+		return 0, nil
+	}
+	msg := err.Error()
+	return errorCode(err), &msg
 }
