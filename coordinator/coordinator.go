@@ -638,3 +638,15 @@ func (c *Coordinator) Generation(groupID string) (int32, bool) {
 	})
 	return gen, found
 }
+
+// Leader returns the member id of group's current leader (tests, tools).
+func (c *Coordinator) Leader(groupID string) (string, bool) {
+	var leader string
+	found := false
+	_ = c.withGroup(groupID, false, func(g *group) {
+		if g != nil {
+			leader, found = g.leader, g.leader != ""
+		}
+	})
+	return leader, found
+}
