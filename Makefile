@@ -23,6 +23,11 @@ bench-compare:
 	@test -n "$(OLD)" || { echo "usage: make bench-compare OLD=<git rev> [COUNT=6] [BENCH=regexp]"; exit 2; }
 	scripts/bench-compare.sh $(OLD)
 
+## bench-vs-kafka: weir against Apache Kafka with `weir bench` (QUICK=1 for 5 s runs; DURATION, WARMUP, REPS; OUT=dir)
+.PHONY: bench-vs-kafka
+bench-vs-kafka:
+	scripts/bench-vs-kafka.sh $(OUT)
+
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
 fuzz:

@@ -19,7 +19,8 @@ import (
 type Workload struct {
 	Name          string        `json:"name,omitempty"`
 	Topic         string        `json:"topic"`
-	Partitions    int           `json:"partitions"`
+	Topics        []string      `json:"topics,omitempty"` // with more than one: the topics produced to (and consumed from), round-robin
+	Partitions    int           `json:"partitions"`       // per topic
 	MessageSize   int           `json:"message_size"`
 	Producers     int           `json:"producers"`
 	Rate          float64       `json:"rate"` // messages/s over all producers; 0 = as fast as possible
@@ -32,7 +33,47 @@ type Workload struct {
 	Linger        time.Duration `json:"linger_ns"`
 	MaxBuffered   int           `json:"max_buffered_records"` // per producer: the in-flight window at max rate
 	E2E           bool          `json:"e2e"`                  // also consume and measure end-to-end latency
+	NullSink      bool          `json:"null_sink,omitempty"`  // no broker: records go to a sink that acknowledges at once
 }
+
+// TopicNames are the topics the workload produces to: Topics, or Topic alone.
+func (w *Workload) TopicNames() []string {
+	if len(w.Topics) > 0 {
+		return w.Topics
+	}
+	return []string{w.Topic}
+}
+
+// MultiTopicNames names n topics after base: base itself when n <= 1, else base-0 .. base-(n-1)
+// (as the OpenMessaging Benchmark's multi-topic workloads do).
+func MultiTopicNames(base string, n int) []string {
+	if n <= 1 {
+		return []string{base}
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", base, i)
+	}
+	return names
+}
+
+// producer is what the generator hands records to: a *kgo.Client, or a nullSink.
+type producer interface {
+	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
+	Flush(ctx context.Context) error
+	Close()
+}
+
+// nullSink acknowledges every record at once, on the caller's goroutine, without a broker: with
+// it the generator's own pipeline (rate pacing, record building, histogram recording) is all that
+// runs, which measures the generator's ceiling.
+type nullSink struct{}
+
+func (nullSink) Produce(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	promise(r, nil)
+}
+func (nullSink) Flush(context.Context) error { return nil }
+func (nullSink) Close()                      {}
 
 // ProducerOpts are the franz-go options of one load-generator producer.
 func (w *Workload) ProducerOpts() ([]kgo.Opt, error) {
@@ -109,7 +150,10 @@ func (l *lockedHist) p99() (float64, int64) {
 // assigned the topic's partitions, between them, from their current end offsets; none otherwise). At a fixed
 // rate every message has an intended send time, start + i/rate, and its publish latency runs
 // from that time to its acknowledgement, so a stalled broker is charged for every message it
-// delayed (no coordinated omission). At max rate (rate 0) the intended time is the moment the
+// delayed (no coordinated omission). With several topics (w.Topics) each producer sends its
+// messages to the topics in turn, and kgo's partitioner spreads them over each topic's
+// partitions. With w.NullSink no client is made (newClient may be nil): records are acknowledged
+// as soon as they are handed over. At max rate (rate 0) the intended time is the moment the
 // generator gets to the message: sends block when MaxBuffered records are in flight. A progress
 // line goes to progress every second (nil: none).
 func RunLoad(ctx context.Context, w Workload, newClient func(...kgo.Opt) (*kgo.Client, error), consumers []*kgo.Client, progress io.Writer) (*LoadResult, error) {
@@ -122,12 +166,20 @@ func RunLoad(ctx context.Context, w Workload, newClient func(...kgo.Opt) (*kgo.C
 	if w.E2E && w.MessageSize < 8 {
 		return nil, errors.New("e2e needs --message-size >= 8 (the send time travels in the value)")
 	}
+	if w.NullSink && w.E2E {
+		return nil, errors.New("the null sink has no consumer: no e2e")
+	}
 	opts, err := w.ProducerOpts()
 	if err != nil {
 		return nil, err
 	}
-	clients := make([]*kgo.Client, w.Producers)
+	topics := w.TopicNames()
+	clients := make([]producer, w.Producers)
 	for i := range clients {
+		if w.NullSink {
+			clients[i] = nullSink{}
+			continue
+		}
 		if clients[i], err = newClient(opts...); err != nil {
 			for _, c := range clients[:i] {
 				c.Close()
@@ -256,6 +308,7 @@ func RunLoad(ctx context.Context, w Workload, newClient func(...kgo.Opt) (*kgo.C
 		}
 		return budget.Add(-1) >= 0
 	}
+	recPool := sync.Pool{New: func() any { return new(kgo.Record) }}
 	var wg sync.WaitGroup
 	for pi, cl := range clients {
 		wg.Add(1)
@@ -296,10 +349,19 @@ func RunLoad(ctx context.Context, w Workload, newClient func(...kgo.Opt) (*kgo.C
 					binary.BigEndian.PutUint64(value, uint64(intended.UnixNano()))
 				}
 				inWindow := !intended.Before(warmEnd)
-				rec := &kgo.Record{Value: value, Timestamp: intended}
+				rec := recPool.Get().(*kgo.Record)
+				rec.Value, rec.Timestamp = value, intended
+				if len(topics) > 1 {
+					rec.Topic = topics[(int(i)+pi)%len(topics)]
+				}
 				sent.Add(1)
 				// ctx (not runCtx): a send blocked on a full buffer at the deadline still completes.
 				cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
+					n := len(r.Value)
+					// kgo is done with the record once it calls the promise: reuse it, which
+					// spares the generator an allocation (and GC work) per message.
+					*r = kgo.Record{}
+					recPool.Put(r)
 					if err != nil {
 						failed.Add(1)
 						errOnce.Do(func() { firstErr = err })
@@ -309,7 +371,7 @@ func RunLoad(ctx context.Context, w Workload, newClient func(...kgo.Opt) (*kgo.C
 					if inWindow {
 						pub.record(time.Since(intended))
 						measured.Add(1)
-						measuredBytes.Add(int64(len(r.Value)))
+						measuredBytes.Add(int64(n))
 					}
 				})
 			}

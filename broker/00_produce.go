@@ -4,12 +4,19 @@ package broker
 // Produce v0 is advertised, KAFKA-18659) and refused on use by closing the connection, as Kafka 4
 // does. v13 names topics by id. Each partition's records must be exactly one RecordBatch v2;
 // the engine validates it (CRC, magic, sizes, record count) and assigns offsets in place.
-// acks=0: no response. acks=1 and acks=-1 on a single broker both mean a durable local append
-// when the log's policy is durable (the default): the reply is deferred until the fdatasync that
-// covers every appended batch of the request, so the appends of pipelined requests share syncs.
+// acks=0: no response. acks=1 means a durable local append when the log's policy is durable
+// (the default): the reply is deferred until the fdatasync that covers every appended batch of
+// the request, so the appends of pipelined requests share syncs. acks=-1 on a single-replica
+// partition is the same; on a replicated one the reply waits (deferred, not blocking other
+// requests) until the high watermark covers the batch, i.e. every in-sync replica has it on
+// disk, or timeout_ms (REQUEST_TIMED_OUT); with fewer in-sync replicas than min.insync.replicas
+// it is refused before the append (NOT_ENOUGH_REPLICAS). Only the partition's leader appends
+// (NOT_LEADER_OR_FOLLOWER elsewhere).
 
 import (
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,6 +27,9 @@ import (
 
 var produceAdvertisedMin = int16(0)
 
+// maxProduceWait bounds an acks=all produce's timeout_ms from the network.
+const maxProduceWait = 5 * time.Minute
+
 func init() {
 	register(apiDef{key: 0, min: 3, max: 13, advertisedMin: &produceAdvertisedMin, handle: handleProduce})
 }
@@ -29,6 +39,12 @@ type pendingAppend struct {
 	log  *engine.Log
 	part *kmsg.ProduceResponseTopicPartition
 	upTo int64
+	// replicated (acks=all on a replicated partition): wait until the high watermark covers
+	// upTo while this broker still leads at epoch.
+	replicated bool
+	rep        *replica
+	epoch      int32
+	minISR     int
 }
 
 func handleProduce(b *Broker, r *netio.Request) netio.Reply {
@@ -69,18 +85,35 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 				err = missing
 			}
 			if err == nil {
-				var l *engine.Log
-				var ok bool
-				l, ok = b.logs.Log(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition})
-				if !ok {
-					err = kerr.UnknownTopicOrPartition
-				} else {
+				tp := engine.TopicPartition{Topic: t.Name, Partition: rp.Partition}
+				rep := b.rm.get(tp)
+				var epoch int32
+				var leading bool
+				if rep != nil {
+					epoch, leading = rep.leaderEpoch()
+				}
+				minISR := 1
+				if req.Acks == -1 && rep != nil && !rep.local {
+					v, _, _ := b.cfg.TopicConfigValue(t.Configs, "min.insync.replicas")
+					minISR, _ = strconv.Atoi(v)
+				}
+				switch {
+				case !leading:
+					err = fmt.Errorf("this broker does not lead %s-%d: %w", t.Name, rp.Partition, kerr.NotLeaderForPartition)
+				case req.Acks == -1 && !rep.local && rep.isrSize() < minISR:
+					err = fmt.Errorf("ISR of %s-%d has %d replicas, min.insync.replicas is %d: %w", t.Name, rp.Partition, rep.isrSize(), minISR, kerr.NotEnoughReplicas)
+				default:
+					l := rep.log
 					var info engine.AppendInfo
 					info, err = b.appendProduced(l, rp.Records)
 					if err == nil {
 						sp.BaseOffset = info.BaseOffset
 						sp.LogStartOffset = l.LogStartOffset()
-						if req.Acks != 0 && l.Config().Durable() {
+						switch {
+						case req.Acks == -1 && !rep.local:
+							pending = append(pending, pendingAppend{log: l, part: sp, upTo: info.LastOffset + 1,
+								replicated: true, rep: rep, epoch: epoch, minISR: minISR})
+						case req.Acks != 0 && l.Config().Durable():
 							pending = append(pending, pendingAppend{log: l, part: sp, upTo: info.LastOffset + 1})
 						}
 					}
@@ -102,9 +135,26 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 	if len(pending) == 0 {
 		return netio.Reply{Response: resp}
 	}
+	var closing <-chan struct{}
+	if r.Conn != nil {
+		closing = r.Conn.Closing
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 	return netio.Reply{Deferred: func() netio.Reply {
+		var deadline <-chan time.Time
 		for _, p := range pending {
-			if err := p.log.AwaitDurable(p.upTo); err != nil {
+			var err error
+			if p.replicated {
+				if deadline == nil {
+					t := time.NewTimer(min(max(timeout, time.Millisecond), maxProduceWait))
+					defer t.Stop()
+					deadline = t.C
+				}
+				err = p.rep.waitCommitted(p.upTo, p.epoch, p.minISR, deadline, closing)
+			} else {
+				err = p.log.AwaitDurable(p.upTo)
+			}
+			if err != nil {
 				p.part.ErrorCode = errorCode(err)
 				p.part.BaseOffset = -1
 			}

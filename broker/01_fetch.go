@@ -119,7 +119,11 @@ func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest) (*netio.Body,
 	enc := newFetchEncoder(version)
 	enc.begin(0, 0, 0, len(req.Topics))
 	iso := engine.ReadUpToHighWatermark
-	if version < 15 && req.ReplicaID >= 0 || version >= 15 && req.ReplicaState.ID >= 0 {
+	replicaID := req.ReplicaID
+	if version >= 15 {
+		replicaID = req.ReplicaState.ID
+	}
+	if replicaID >= 0 {
 		iso = engine.ReadUpToLogEnd
 	}
 	maxBytes := int64(req.MaxBytes)
@@ -145,16 +149,40 @@ func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest) (*netio.Body,
 			rp := &rt.Partitions[j]
 			p := fetchPartition{partition: rp.Partition, hw: -1, lso: -1, logStart: -1, readCommitted: req.IsolationLevel == 1}
 			var l *engine.Log
+			var rep *replica
 			if ok && rp.Partition >= 0 && rp.Partition < t.Partitions {
-				l, _ = b.logs.Log(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition})
+				rep = b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition})
+				if rep == nil {
+					missing = kerr.NotLeaderForPartition
+				}
 			}
-			if l == nil {
+			var roleErr error
+			if rep != nil {
+				l = rep.log
+				epoch := int32(-1)
+				if version >= 9 {
+					epoch = rp.CurrentLeaderEpoch
+				}
+				if replicaID >= 0 {
+					roleErr = rep.followerFetched(replicaID, rp.FetchOffset, epoch)
+				} else {
+					roleErr = rep.checkLeader(epoch)
+				}
+			}
+			if l == nil || roleErr != nil {
 				p.errorCode = missing.Code
+				if roleErr != nil {
+					p.errorCode = errorCode(roleErr)
+				}
 				failed = true
 				enc.partition(&p)
 				continue
 			}
-			watches = append(watches, l.HighWatermarkChanged())
+			if replicaID >= 0 {
+				watches = append(watches, l.EndChanged())
+			} else {
+				watches = append(watches, l.HighWatermarkChanged())
+			}
 			p.hw = l.HighWatermark()
 			p.lso = p.hw
 			p.logStart = l.LogStartOffset()

@@ -38,11 +38,26 @@ func handleListOffsets(b *Broker, r *netio.Request) netio.Reply {
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, 0
 			var l *engine.Log
+			var roleErr error
+			code := kerr.UnknownTopicOrPartition.Code
 			if ok && rp.Partition >= 0 && rp.Partition < t.Partitions {
-				l, _ = b.logs.Log(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition})
+				code = kerr.NotLeaderForPartition.Code
+				if rep := b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition}); rep != nil {
+					epoch := int32(-1)
+					if r.Version >= 4 {
+						epoch = rp.CurrentLeaderEpoch
+					}
+					if roleErr = rep.checkLeader(epoch); roleErr == nil {
+						l = rep.log
+						sp.LeaderEpoch, _ = rep.leaderEpoch()
+					}
+				}
 			}
 			if l == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = code
+				if roleErr != nil {
+					sp.ErrorCode = errorCode(roleErr)
+				}
 				sp.LeaderEpoch = -1
 			} else {
 				off, ts, err := listOffset(l, rp.Timestamp, req.ReplicaID >= 0)

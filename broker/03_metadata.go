@@ -7,11 +7,13 @@ package broker
 
 import (
 	"errors"
+	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/netio"
+	"github.com/weir-mq/weir/replication"
 )
 
 func init() {
@@ -23,13 +25,15 @@ func handleMetadata(b *Broker, r *netio.Request) netio.Reply {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	resp.SetVersion(r.Version)
 
-	adv := b.advertisedFor(r.Conn.Listener)
-	br := kmsg.NewMetadataResponseBroker()
-	br.NodeID, br.Host, br.Port = b.nodeID, adv.Host, int32(adv.Port)
-	resp.Brokers = append(resp.Brokers, br)
+	img := b.ctl.Image()
+	for _, e := range b.liveBrokers(img, r.Conn.Listener) {
+		br := kmsg.NewMetadataResponseBroker()
+		br.NodeID, br.Host, br.Port = e.id, e.host, e.port
+		resp.Brokers = append(resp.Brokers, br)
+	}
 	cid := b.clusterID
 	resp.ClusterID = &cid
-	resp.ControllerID = b.nodeID
+	resp.ControllerID = b.ctl.ActiveID()
 
 	allowAuto := r.Version < 4 || req.AllowAutoTopicCreation
 	all := req.Topics == nil || (r.Version == 0 && len(req.Topics) == 0)
@@ -47,7 +51,7 @@ func handleMetadata(b *Broker, r *netio.Request) netio.Reply {
 			t, ok = b.topics.get(*rt.Topic)
 			if !ok && allowAuto && b.cfg.bool("auto.create.topics.enable") {
 				var err error
-				t, err = b.createTopic(*rt.Topic, -1, nil, nil)
+				t, err = b.createTopic(*rt.Topic, -1, -1, nil, nil, nil)
 				ok = err == nil || errors.Is(err, kerr.TopicAlreadyExists)
 				if errors.Is(err, kerr.TopicAlreadyExists) {
 					t, ok = b.topics.get(*rt.Topic)
@@ -91,16 +95,50 @@ func (b *Broker) metadataTopic(t Topic) kmsg.MetadataResponseTopic {
 	mt.Topic = &name
 	mt.TopicID = t.ID
 	mt.IsInternal = t.Internal
+	img := b.ctl.Image()
 	for p := int32(0); p < t.Partitions; p++ {
+		pi := t.Assign[p]
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p
-		mp.Leader = b.nodeID
-		mp.LeaderEpoch = 0
-		mp.Replicas = []int32{b.nodeID}
-		mp.ISR = []int32{b.nodeID}
+		mp.Leader = pi.Leader
+		mp.LeaderEpoch = pi.LeaderEpoch
+		mp.Replicas = pi.Replicas
+		mp.ISR = pi.ISR
+		for _, id := range pi.Replicas {
+			if bi, ok := img.Brokers[id]; !ok || bi.Fenced {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, id)
+			}
+		}
+		if pi.Leader < 0 {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// brokerEndpoint is one broker's address on a listener.
+type brokerEndpoint struct {
+	id   int32
+	host string
+	port int32
+}
+
+// liveBrokers lists the unfenced brokers with their address on listener (or their first one),
+// by id. This broker is always listed, at its own advertised address.
+func (b *Broker) liveBrokers(img *replication.Image, listener string) []brokerEndpoint {
+	adv := b.advertisedFor(listener)
+	out := []brokerEndpoint{{id: b.nodeID, host: adv.Host, port: int32(adv.Port)}}
+	for id, bi := range img.Brokers {
+		if id == b.nodeID || bi.Fenced {
+			continue
+		}
+		if e, ok := b.brokerAddr(img, id, listener); ok {
+			out = append(out, brokerEndpoint{id: id, host: e.Host, port: e.Port})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
 }
 
 // errorCode maps an error to its Kafka error code (UNKNOWN_SERVER_ERROR when it carries none).

@@ -24,7 +24,6 @@ func handleFindCoordinator(b *Broker, r *netio.Request) netio.Reply {
 	req := r.Body.(*kmsg.FindCoordinatorRequest)
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	resp.SetVersion(r.Version)
-	adv := b.advertisedFor(r.Conn.Listener)
 	find := func(key string) (nodeID int32, host string, port int32, err *kerr.Error) {
 		switch req.CoordinatorType {
 		case 0:
@@ -38,10 +37,24 @@ func handleFindCoordinator(b *Broker, r *netio.Request) netio.Reply {
 		if len(key) > 32767 {
 			return -1, "", -1, kerr.InvalidGroupID
 		}
-		if _, e := b.ensureOffsetsTopic(); e != nil {
+		t, e := b.ensureOffsetsTopic()
+		if e != nil {
 			return -1, "", -1, kerr.CoordinatorNotAvailable
 		}
-		return b.nodeID, adv.Host, int32(adv.Port), nil
+		p := b.groups.coord.PartitionFor(key)
+		if p >= t.Partitions {
+			return -1, "", -1, kerr.CoordinatorNotAvailable
+		}
+		leader := t.Assign[p].Leader
+		if leader < 0 {
+			return -1, "", -1, kerr.CoordinatorNotAvailable
+		}
+		for _, be := range b.liveBrokers(b.ctl.Image(), r.Conn.Listener) {
+			if be.id == leader {
+				return be.id, be.host, be.port, nil
+			}
+		}
+		return -1, "", -1, kerr.CoordinatorNotAvailable
 	}
 	if r.Version >= 4 {
 		for _, key := range req.CoordinatorKeys {

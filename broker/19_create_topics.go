@@ -40,6 +40,9 @@ func handleCreateTopics(b *Broker, r *netio.Request) netio.Reply {
 			st.TopicID = t.ID
 			st.NumPartitions = t.Partitions
 			st.ReplicationFactor = 1
+			if len(t.Assign) > 0 {
+				st.ReplicationFactor = int16(len(t.Assign[0].Replicas))
+			}
 			if r.Version >= 5 {
 				st.Configs = b.createTopicsConfigs(t)
 			}
@@ -54,26 +57,27 @@ func (b *Broker) createTopicFromRequest(rt kmsg.CreateTopicsRequestTopic, valida
 		return Topic{}, fmt.Errorf("topic %s named twice in one request: %w", rt.Topic, kerr.InvalidRequest)
 	}
 	partitions := rt.NumPartitions
+	var assignment [][]int32
 	if len(rt.ReplicaAssignment) > 0 {
 		if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
 			return Topic{}, fmt.Errorf("replica assignment with partitions or replication factor set: %w", kerr.InvalidRequest)
 		}
+		assignment = make([][]int32, len(rt.ReplicaAssignment))
 		for _, a := range rt.ReplicaAssignment {
-			for _, id := range a.Replicas {
-				if id != b.nodeID {
-					return Topic{}, fmt.Errorf("assignment names broker %d, not in the cluster: %w", id, kerr.InvalidReplicaAssignment)
-				}
+			if a.Partition < 0 || int(a.Partition) >= len(assignment) || assignment[a.Partition] != nil {
+				return Topic{}, fmt.Errorf("assignment partitions must be 0..%d, each once: %w", len(assignment)-1, kerr.InvalidReplicaAssignment)
 			}
-			if len(a.Replicas) != 1 {
-				return Topic{}, fmt.Errorf("assignment of partition %d has %d replicas, 1 broker available: %w", a.Partition, len(a.Replicas), kerr.InvalidReplicationFactor)
+			if err := b.checkAssignment(a.Partition, a.Replicas); err != nil {
+				return Topic{}, err
 			}
+			if len(a.Replicas) != len(rt.ReplicaAssignment[0].Replicas) {
+				return Topic{}, fmt.Errorf("assignment of partition %d has %d replicas, others %d: %w", a.Partition, len(a.Replicas), len(rt.ReplicaAssignment[0].Replicas), kerr.InvalidReplicaAssignment)
+			}
+			assignment[a.Partition] = a.Replicas
 		}
-		partitions = int32(len(rt.ReplicaAssignment))
-	} else if rt.ReplicationFactor != -1 && rt.ReplicationFactor != 1 {
-		if rt.ReplicationFactor <= 0 {
-			return Topic{}, fmt.Errorf("replication factor %d: %w", rt.ReplicationFactor, kerr.InvalidReplicationFactor)
-		}
-		return Topic{}, fmt.Errorf("replication factor %d larger than the 1 available broker: %w", rt.ReplicationFactor, kerr.InvalidReplicationFactor)
+		partitions = int32(len(assignment))
+	} else if rt.ReplicationFactor != -1 && rt.ReplicationFactor <= 0 {
+		return Topic{}, fmt.Errorf("replication factor %d: %w", rt.ReplicationFactor, kerr.InvalidReplicationFactor)
 	}
 	configs := map[string]string{}
 	for _, c := range rt.Configs {
@@ -82,7 +86,7 @@ func (b *Broker) createTopicFromRequest(rt kmsg.CreateTopicsRequestTopic, valida
 		}
 		configs[c.Name] = *c.Value
 	}
-	t, err := b.createTopic(rt.Topic, partitions, configs, &validateOnly)
+	t, err := b.createTopic(rt.Topic, partitions, rt.ReplicationFactor, assignment, configs, &validateOnly)
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) && errorCode(err) == kerr.UnknownServerError.Code {
 		return t, fmt.Errorf("%v: %w", err, kerr.UnknownServerError)
 	}

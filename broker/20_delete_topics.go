@@ -119,15 +119,16 @@ func (b *Broker) deleteTopic(ref deleteTopicRef) (Topic, error) {
 	} else if t, ok = b.topics.getByID(ref.id); !ok {
 		return Topic{}, fmt.Errorf("topic id %x: %w", ref.id, kerr.UnknownTopicID)
 	}
-	if err := b.topics.remove(t.Name); err != nil {
-		return Topic{}, fmt.Errorf("delete topic %s: %v: %w", t.Name, err, kerr.KafkaStorageError)
+	// The controller removes the topic; every replica's broker deletes its logs when its image
+	// no longer has the topic (replicas.go), this one before answering.
+	if err := b.deleteTopicMeta(t); err != nil {
+		return Topic{}, err
 	}
 	var firstErr error
 	for p := int32(0); p < t.Partitions; p++ {
-		if err := b.logs.DeleteLog(engine.TopicPartition{Topic: t.Name, Partition: p}); err != nil {
-			slog.Error("deleting partition log", "topic", t.Name, "partition", p, "err", err)
-			if firstErr == nil {
-				firstErr = fmt.Errorf("delete topic %s partition %d: %v: %w", t.Name, p, err, kerr.KafkaStorageError)
+		if l, ok := b.logs.Log(engine.TopicPartition{Topic: t.Name, Partition: p}); ok {
+			if id, _ := b.logs.TopicID(engine.TopicPartition{Topic: t.Name, Partition: p}); id == t.ID {
+				firstErr = fmt.Errorf("delete topic %s partition %d: log %s still open: %w", t.Name, p, l.Dir(), kerr.KafkaStorageError)
 			}
 		}
 	}

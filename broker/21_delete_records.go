@@ -43,13 +43,16 @@ func handleDeleteRecords(b *Broker, r *netio.Request) netio.Reply {
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
 			var l *engine.Log
+			var err error = kerr.UnknownTopicOrPartition
 			if ok && rp.Partition >= 0 && rp.Partition < t.Partitions {
-				l, _ = b.logs.Log(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition})
+				err = kerr.NotLeaderForPartition
+				if rep := b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition}); rep != nil {
+					if err = rep.checkLeader(-1); err == nil {
+						l = rep.log
+					}
+				}
 			}
-			var err error
-			if l == nil {
-				err = kerr.UnknownTopicOrPartition
-			} else {
+			if l != nil {
 				sp.LowWatermark, err = b.deleteRecords(t, l, rp.Offset)
 				deleted = deleted || err == nil
 			}

@@ -17,8 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
+	"github.com/weir-mq/weir/replication"
 )
 
 func init() {
@@ -68,58 +68,35 @@ func (b *Broker) createPartitions(rt kmsg.CreatePartitionsRequestTopic, validate
 	case rt.Count > maxPartitions:
 		return fmt.Errorf("%d partitions exceed the limit of %d: %w", rt.Count, maxPartitions, kerr.InvalidPartitions)
 	}
+	var assignment [][]int32
 	if rt.Assignment != nil {
 		if added := rt.Count - t.Partitions; int32(len(rt.Assignment)) != added {
 			return fmt.Errorf("attempted to add %d partitions, but %d assignments were given: %w", added, len(rt.Assignment), kerr.InvalidReplicaAssignment)
 		}
 		for i, a := range rt.Assignment {
-			if err := b.checkPartitionAssignment(t.Partitions+int32(i), a.Replicas); err != nil {
+			if err := b.checkAssignment(t.Partitions+int32(i), a.Replicas); err != nil {
 				return err
 			}
+			if rf := len(t.Assign[0].Replicas); len(a.Replicas) != rf {
+				return fmt.Errorf("assignment of partition %d has %d replicas, the topic's partitions have %d: %w", t.Partitions+int32(i), len(a.Replicas), rf, kerr.InvalidReplicaAssignment)
+			}
+			assignment = append(assignment, a.Replicas)
 		}
 	}
 	if validateOnly {
 		return nil
 	}
-	var created []engine.TopicPartition
-	for p := t.Partitions; p < rt.Count; p++ {
-		if _, err := b.ensureLog(t, p); err != nil {
-			b.dropLogs(created)
-			return fmt.Errorf("create partition %d of %s: %v: %w", p, t.Name, err, kerr.KafkaStorageError)
-		}
-		created = append(created, engine.TopicPartition{Topic: t.Name, Partition: p})
+	ctx, cancel := b.requestCtx()
+	defer cancel()
+	if err := b.ctl.CreatePartitions(ctx, t.Name, rt.Count, assignment); err != nil {
+		return err
 	}
-	old := t.Partitions
-	t.Partitions = rt.Count
-	if err := b.topics.put(t); err != nil {
-		b.dropLogs(created)
-		return fmt.Errorf("create partitions of %s: %v: %w", t.Name, err, kerr.KafkaStorageError)
+	if err := b.waitImage(ctx, func(img *replication.Image) bool {
+		it, ok := img.Topics[t.Name]
+		return ok && int32(len(it.Partitions)) >= rt.Count
+	}); err != nil {
+		return err
 	}
-	slog.Info("created partitions", "topic", t.Name, "from", old, "to", t.Partitions)
+	slog.Info("created partitions", "topic", t.Name, "from", t.Partitions, "to", rt.Count)
 	return nil
-}
-
-// checkPartitionAssignment checks the replica list of a new partition: only this broker, once.
-func (b *Broker) checkPartitionAssignment(partition int32, replicas []int32) error {
-	if len(replicas) == 0 {
-		return fmt.Errorf("assignment of partition %d is an empty replica list: %w", partition, kerr.InvalidReplicaAssignment)
-	}
-	for _, id := range replicas {
-		if id != b.nodeID {
-			return fmt.Errorf("assignment of partition %d names broker %d, but no such broker is registered: %w", partition, id, kerr.InvalidReplicaAssignment)
-		}
-	}
-	if len(replicas) != 1 {
-		return fmt.Errorf("assignment of partition %d has %d replicas, the topic's partitions have 1: %w", partition, len(replicas), kerr.InvalidReplicaAssignment)
-	}
-	return nil
-}
-
-// dropLogs deletes partition logs created by a request that then failed.
-func (b *Broker) dropLogs(tps []engine.TopicPartition) {
-	for _, tp := range tps {
-		if err := b.logs.DeleteLog(tp); err != nil {
-			slog.Error("removing partition log of a failed request", "partition", tp, "err", err)
-		}
-	}
 }

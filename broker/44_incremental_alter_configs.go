@@ -26,6 +26,7 @@ import (
 
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
+	"github.com/weir-mq/weir/replication"
 )
 
 func init() {
@@ -128,10 +129,18 @@ func (b *Broker) alterTopicConfigsLocked(name string, changes []configChange, re
 	if maps.Equal(next, t.Configs) {
 		return nil
 	}
-	t.Configs = next
-	if err := b.topics.put(t); err != nil {
-		return fmt.Errorf("alter configs of %s: %v: %w", name, err, kerr.KafkaStorageError)
+	ctx, cancel := b.requestCtx()
+	defer cancel()
+	if err := b.ctl.AlterTopicConfigs(ctx, name, next); err != nil {
+		return err
 	}
+	if err := b.waitImage(ctx, func(img *replication.Image) bool {
+		it, ok := img.Topics[name]
+		return ok && maps.Equal(it.Configs, next)
+	}); err != nil {
+		return err
+	}
+	t, _ = b.topics.get(name)
 	b.applyTopicConfig(t)
 	slog.Info("altered topic configs", "topic", name, "configs", next)
 	return nil
@@ -139,7 +148,7 @@ func (b *Broker) alterTopicConfigsLocked(name string, changes []configChange, re
 
 // applyTopicConfig gives the open partition logs of t their current engine configuration.
 func (b *Broker) applyTopicConfig(t Topic) {
-	c := b.cfg.LogConfig(t.Configs)
+	c := b.logConfigFor(t.Name)
 	for p := int32(0); p < t.Partitions; p++ {
 		if l, ok := b.logs.Log(engine.TopicPartition{Topic: t.Name, Partition: p}); ok {
 			l.SetConfig(c)

@@ -51,13 +51,14 @@ func handleDescribeCluster(b *Broker, r *netio.Request) netio.Reply {
 		resp.ErrorMessage = &msg
 		return netio.Reply{Response: resp}
 	}
-	resp.ControllerID = b.nodeID
+	resp.ControllerID = b.ctl.ActiveID()
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOperations
 	}
-	adv := b.advertisedFor(r.Conn.Listener)
-	br := kmsg.NewDescribeClusterResponseBroker()
-	br.NodeID, br.Host, br.Port = b.nodeID, adv.Host, int32(adv.Port)
-	resp.Brokers = append(resp.Brokers, br)
+	for _, e := range b.liveBrokers(b.ctl.Image(), r.Conn.Listener) {
+		br := kmsg.NewDescribeClusterResponseBroker()
+		br.NodeID, br.Host, br.Port = e.id, e.host, e.port
+		resp.Brokers = append(resp.Brokers, br)
+	}
 	return netio.Reply{Response: resp}
 }

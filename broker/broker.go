@@ -17,6 +17,7 @@ import (
 
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
+	"github.com/weir-mq/weir/replication"
 )
 
 // Version is weir's version string, reported at start-up.
@@ -30,6 +31,8 @@ type Broker struct {
 	clusterID string
 
 	logs      *engine.Manager
+	ctl       *replication.Controller // the metadata log (cluster.go)
+	rm        *replicaManager         // local replicas and their roles (replicas.go)
 	topics    *topicStore
 	producers *producerIDs
 	groups    groupsState // the group coordinator (groups.go)
@@ -56,8 +59,9 @@ var apiDefs []apiDef
 
 func register(d apiDef) { apiDefs = append(apiDefs, d) }
 
-// New opens the broker's storage (log dirs, recovering them as needed) and topic metadata.
-// Start binds the listeners.
+// New binds the listeners, starts the controller (waiting for the metadata quorum), opens the
+// broker's storage (recovering log dirs as needed) and takes the roles the metadata gives this
+// broker's replicas. Start serves.
 func New(cfg *Config) (*Broker, error) {
 	dirs := cfg.LogDirs()
 	if len(dirs) == 0 {
@@ -73,11 +77,24 @@ func New(cfg *Config) (*Broker, error) {
 	if b.clusterID, err = loadMetaProperties(dirs, b.nodeID, cfg.str("cluster.id")); err != nil {
 		return nil, err
 	}
-	if b.topics, err = openTopicStore(dirs[0]); err != nil {
+	if err := b.bind(); err != nil {
 		return nil, err
 	}
-	if b.producers, err = openProducerIDs(dirs[0]); err != nil {
+	fail := func(err error) (*Broker, error) {
+		if b.ctl != nil {
+			b.ctl.Close()
+		}
+		b.closeListeners()
 		return nil, err
+	}
+	if err := b.startController(b.advertised); err != nil {
+		return fail(err)
+	}
+	if b.producers, err = openProducerIDs(dirs[0]); err != nil {
+		return fail(err)
+	}
+	if b.clustered() {
+		b.producers.alloc = b.allocateProducerIDs
 	}
 	b.logs, err = engine.OpenManager(engine.ManagerConfig{
 		Dirs:                       dirs,
@@ -92,16 +109,18 @@ func New(cfg *Config) (*Broker, error) {
 		CleanerIOMaxBytesPerSecond: float64(cfg.int64("log.cleaner.io.max.bytes.per.second")),
 	})
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
-	if err := b.reconcileTopics(); err != nil {
+	if err := b.adoptOrphanLogs(); err != nil {
 		b.logs.Close()
-		return nil, err
+		return fail(err)
 	}
 	if err := b.openGroups(); err != nil {
 		b.logs.Close()
-		return nil, err
+		return fail(err)
 	}
+	b.rm = newReplicaManager(b)
+	b.rm.reconcile()
 	b.registry = netio.NewRegistry()
 	for _, d := range apiDefs {
 		d := d
@@ -116,56 +135,18 @@ func New(cfg *Config) (*Broker, error) {
 	return b, nil
 }
 
+// logConfigFor is a partition log's configuration: the topic's overrides over the broker's
+// defaults; a single-replica partition's high watermark follows its own log.
 func (b *Broker) logConfigFor(topic string) engine.Config {
 	t, _ := b.topics.get(topic)
-	return b.cfg.LogConfig(t.Configs)
+	c := b.cfg.LogConfig(t.Configs)
+	c.LocalHighWatermark = len(t.Assign) == 0 || len(t.Assign[0].Replicas) <= 1
+	return c
 }
 
-// reconcileTopics makes topic metadata and logs agree: a topic's missing partition logs are
-// created; partition logs with no topic (a lost metadata file, or a log dir Kafka wrote) are
-// adopted as topics, keeping the ids in their partition.metadata.
-func (b *Broker) reconcileTopics() error {
-	counts := map[string]int32{}
-	for tp := range b.logs.Logs() {
-		if tp.Partition+1 > counts[tp.Topic] {
-			counts[tp.Topic] = tp.Partition + 1
-		}
-	}
-	for name, n := range counts {
-		if _, ok := b.topics.get(name); ok {
-			continue
-		}
-		id, ok := b.logs.TopicID(engine.TopicPartition{Topic: name, Partition: 0})
-		if !ok {
-			id = newTopicID()
-		}
-		slog.Info("adopting partition logs without topic metadata", "topic", name, "partitions", n)
-		if err := b.topics.put(Topic{Name: name, ID: id, Partitions: n, Internal: strings.HasPrefix(name, "__")}); err != nil {
-			return err
-		}
-	}
-	for _, t := range b.topics.all() {
-		for p := int32(0); p < t.Partitions; p++ {
-			if _, err := b.ensureLog(t, p); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// ensureLog returns partition p's log of t, creating it if needed. A single broker is the leader
-// of every partition; its high watermark follows durable appends.
-func (b *Broker) ensureLog(t Topic, p int32) (*engine.Log, error) {
-	tp := engine.TopicPartition{Topic: t.Name, Partition: p}
-	if l, ok := b.logs.Log(tp); ok {
-		return l, nil
-	}
-	return b.logs.CreateLog(tp, t.ID)
-}
-
-// Start binds every listener and starts serving.
-func (b *Broker) Start() error {
+// bind binds every listener; a port-0 listener advertises the port it got, unless
+// advertised.listeners says otherwise.
+func (b *Broker) bind() error {
 	specs, err := b.cfg.Listeners()
 	if err != nil {
 		return err
@@ -185,7 +166,6 @@ func (b *Broker) Start() error {
 		b.mu.Lock()
 		b.bound = append(b.bound, l)
 		b.mu.Unlock()
-		// A port-0 listener advertises the port it got, unless advertised.listeners says otherwise.
 		port := ln.Addr().(*net.TCPAddr).Port
 		for i := range adv {
 			if adv[i].Name == spec.Name && (adv[i].Port == 0 || explicitAdv == "DEFAULT_CONFIG") {
@@ -196,7 +176,15 @@ func (b *Broker) Start() error {
 	b.mu.Lock()
 	b.advertised = adv
 	b.mu.Unlock()
+	return nil
+}
+
+// Start serves the listeners bound by New.
+func (b *Broker) Start() error {
+	adv := b.advertised
+	b.rm.start()
 	b.startGroups()
+	b.rm.reconcile() // elect the coordinator for the __consumer_offsets partitions led here
 	for _, l := range b.bound {
 		b.server.Serve(l)
 	}
@@ -214,7 +202,8 @@ func (b *Broker) Start() error {
 	}
 	slog.Info("weir broker started", "version", Version, "node.id", b.nodeID, "cluster.id", b.clusterID,
 		"listeners", strings.Join(binds, ","), "advertised.listeners", strings.Join(advs, ","),
-		"log.dirs", strings.Join(b.cfg.LogDirs(), ","), "flush", policy, "topics", len(b.topics.all()))
+		"log.dirs", strings.Join(b.cfg.LogDirs(), ","), "flush", policy, "topics", len(b.topics.all()),
+		"controller.quorum.voters", b.cfg.str("controller.quorum.voters"), "active.controller", b.ctl.ActiveID())
 	return nil
 }
 
@@ -254,8 +243,22 @@ func (b *Broker) advertisedFor(listener string) ListenerSpec {
 // Shutdown stops accepting connections, answers the requests already read, then flushes every
 // log, writes the checkpoints and the clean-shutdown marker, so the next start scans nothing.
 func (b *Broker) Shutdown(ctx context.Context) error {
+	if b.clustered() && b.cfg.bool("controlled.shutdown.enable") {
+		// Move this broker's leaderships to other in-sync replicas first, so clients switch
+		// to the new leaders while this broker still answers.
+		csCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := b.ctl.ControlledShutdown(csCtx)
+		cancel()
+		if err != nil {
+			slog.Warn("controlled shutdown did not complete; stopping anyway", "err", err)
+		} else {
+			_ = b.waitImage(ctx, func(img *replication.Image) bool { return true })
+		}
+	}
 	errs := []error{b.server.Shutdown(ctx)}
+	b.rm.close()
 	b.closeGroups()
+	errs = append(errs, b.ctl.Close())
 	errs = append(errs, b.logs.Close())
 	if err := errors.Join(errs...); err != nil {
 		return err

@@ -84,6 +84,18 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "group.max.session.timeout.ms", Type: TypeInt, Default: "1800000", Doc: "Largest session timeout a member may ask for (INVALID_SESSION_TIMEOUT above)."},
 	{Name: "group.max.size", Type: TypeInt, Default: "2147483647", Doc: "Most members a consumer group may have (GROUP_MAX_SIZE_REACHED beyond)."},
 	{Name: "producer.id.expiration.ms", Type: TypeInt, Default: "86400000", Doc: "Forget an idempotent producer's state after this long without writes.", Dynamic: true},
+	{Name: "controller.quorum.voters", Type: TypeList, Default: "", Doc: "The metadata quorum: id@host:port of every voter, comma-separated (Kafka's format). The address is the voter's Raft and controller port. Empty = a single broker that is its own one-node quorum."},
+	{Name: "controller.listener", Type: TypeString, Default: "", Doc: "host:port of this broker's Raft and controller port when it is not a voter (a voter uses its address in controller.quorum.voters)."},
+	{Name: "metadata.log.dir", Type: TypeString, Default: "", Doc: "Where the metadata log (Raft log, snapshots) is kept; empty = the first log dir (in weir-metadata)."},
+	{Name: "broker.session.timeout.ms", Type: TypeInt, Default: "2000", Doc: "A broker that has not heartbeated to the controller for this long is fenced and loses its leaderships (Kafka: 9000; weir's default keeps failover under 3 s)."},
+	{Name: "broker.heartbeat.interval.ms", Type: TypeInt, Default: "500", Doc: "How often a broker heartbeats to the controller."},
+	{Name: "replica.lag.time.max.ms", Type: TypeLong, Default: "30000", Doc: "A follower that has not caught up with the leader's log end for this long leaves the ISR."},
+	{Name: "replica.fetch.wait.max.ms", Type: TypeInt, Default: "500", Doc: "Longest wait of a follower's fetch at its leader."},
+	{Name: "replica.fetch.max.bytes", Type: TypeInt, Default: "1048576", Doc: "Bytes a follower fetches per partition per request (at least one batch)."},
+	{Name: "replica.fetch.response.max.bytes", Type: TypeInt, Default: "10485760", Doc: "Bytes a follower fetches per request."},
+	{Name: "replica.fetch.backoff.ms", Type: TypeInt, Default: "1000", Doc: "Wait of a follower after a fetch error."},
+	{Name: "controlled.shutdown.enable", Type: TypeBoolean, Default: "true", Doc: "On SIGTERM, move this broker's leaderships to other in-sync replicas before stopping."},
+	{Name: "request.timeout.ms", Type: TypeInt, Default: "30000", Doc: "Bound of broker-to-controller requests (topic creation and deletion, ISR changes)."},
 	{Name: "max.incremental.fetch.session.cache.slots", Type: TypeInt, Default: "1000", Doc: "Fetch sessions kept (KIP-227)."},
 }
 

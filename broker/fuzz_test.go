@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/replication"
 )
 
 // FuzzDispatch feeds arbitrary bytes, as the body of one size-prefixed frame, to a real broker
@@ -91,15 +93,11 @@ func (fb *fuzzBroker) start(tb testing.TB) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	t := Topic{Name: fuzzTopic, ID: fuzzTopicID, Partitions: 2}
-	if err := b.topics.put(t); err != nil {
+	if _, err := b.ctl.CreateTopic(context.Background(), replication.CreateTopicRequest{Name: fuzzTopic, ID: fuzzTopicID,
+		Partitions: 2, ReplicationFactor: 1, Assignment: [][]int32{{b.nodeID}, {b.nodeID}}}); err != nil {
 		tb.Fatal(err)
 	}
-	for p := int32(0); p < t.Partitions; p++ {
-		if _, err := b.ensureLog(t, p); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	b.rm.reconcile()
 	if err := b.Start(); err != nil {
 		tb.Fatal(err)
 	}

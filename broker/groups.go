@@ -18,6 +18,7 @@ import (
 	"github.com/weir-mq/weir/coordinator"
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/record"
+	"github.com/weir-mq/weir/replication"
 )
 
 // offsetsTopic is Kafka's internal topic of committed offsets and group metadata.
@@ -43,6 +44,7 @@ func (b *Broker) openGroups() error {
 		OffsetsRetention:       time.Duration(b.cfg.int64("offsets.retention.minutes")) * time.Minute,
 		RetentionCheckInterval: b.cfg.duration("offsets.retention.check.interval.ms"),
 		OffsetMetadataMaxBytes: int(b.cfg.int64("offset.metadata.max.bytes")),
+		ManualOwnership:        true,
 	})
 	if err != nil {
 		return err
@@ -58,6 +60,27 @@ func (b *Broker) closeGroups() { b.groups.coord.Close() }
 // Coordinator exposes the group coordinator (tests, tools).
 func (b *Broker) Coordinator() *coordinator.Coordinator { return b.groups.coord }
 
+// groupsImageChanged gives the coordinator the __consumer_offsets partitions this broker leads
+// and takes away the others (coordinator failover: the new leader loads the groups).
+func (b *Broker) groupsImageChanged(img *replication.Image) {
+	c := b.groups.coord
+	if c == nil {
+		return
+	}
+	t, ok := img.Topics[offsetsTopic]
+	for p := int32(0); p < c.Partitions(); p++ {
+		if !ok && !b.clustered() {
+			c.Elect(p) // a single broker coordinates every group, before the topic exists too
+			continue
+		}
+		if ok && p < int32(len(t.Partitions)) && t.Partitions[p].Leader == b.nodeID {
+			c.Elect(p)
+		} else if ok {
+			c.Resign(p)
+		}
+	}
+}
+
 // ensureOffsetsTopic returns __consumer_offsets, creating it on first use.
 func (b *Broker) ensureOffsetsTopic() (Topic, error) {
 	if b.groups.ready.Load() {
@@ -69,13 +92,12 @@ func (b *Broker) ensureOffsetsTopic() (Topic, error) {
 	b.groups.createMu.Lock()
 	defer b.groups.createMu.Unlock()
 	if t, ok := b.topics.get(offsetsTopic); ok {
-		// Created by someone else (a CreateTopics, or a start-up reconcile): wait for its logs.
-		b.topicMu.Lock()
-		b.topicMu.Unlock()
+		// Created by someone else (a CreateTopics, another broker): make sure its logs exist.
+		b.rm.reconcile()
 		b.groups.ready.Store(true)
 		return t, nil
 	}
-	t, err := b.createTopic(offsetsTopic, int32(b.cfg.int64("offsets.topic.num.partitions")), map[string]string{
+	t, err := b.createTopic(offsetsTopic, int32(b.cfg.int64("offsets.topic.num.partitions")), -1, nil, map[string]string{
 		"cleanup.policy": "compact",
 		// Compaction, not time, bounds this topic: keep every segment until the cleaner runs.
 		"retention.ms":  "-1",
@@ -125,7 +147,7 @@ func (s *offsetsStore) Log(p int32) (coordinator.OffsetsLog, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s-%d has no log: %w", offsetsTopic, p, kerr.UnknownTopicOrPartition)
 	}
-	return offsetsLog{l}, nil
+	return offsetsLog{l: l, b: s.b}, nil
 }
 
 func (s *offsetsStore) Existing(p int32) (coordinator.OffsetsLog, bool) {
@@ -136,11 +158,14 @@ func (s *offsetsStore) Existing(p int32) (coordinator.OffsetsLog, bool) {
 	if !ok {
 		return nil, false
 	}
-	return offsetsLog{l}, true
+	return offsetsLog{l: l, b: s.b}, true
 }
 
 // offsetsLog is coordinator.OffsetsLog over one partition log.
-type offsetsLog struct{ l *engine.Log }
+type offsetsLog struct {
+	l *engine.Log
+	b *Broker
+}
 
 func (o offsetsLog) Append(batch []byte) (int64, error) {
 	info, err := o.l.Append(batch)
@@ -152,12 +177,28 @@ func (o offsetsLog) Append(batch []byte) (int64, error) {
 
 // AwaitDurable waits for the fdatasync covering upTo and moves the high watermark there (as an
 // acknowledged produce does), so the records are visible to fetches of __consumer_offsets.
+// A replicated partition waits until the high watermark covers upTo (every in-sync replica has
+// the records on disk), as a produce with acks=all does.
 func (o offsetsLog) AwaitDurable(upTo int64) error {
 	if err := o.l.AwaitDurable(upTo); err != nil {
 		return err
 	}
 	if o.l.Config().LocalHighWatermark {
 		_ = o.l.AdvanceHighWatermark(upTo)
+		return nil
+	}
+	r := o.b.rm.get(engine.TopicPartition{Topic: o.l.Topic(), Partition: o.l.Partition()})
+	if r == nil {
+		return fmt.Errorf("%s-%d is not hosted here: %w", o.l.Topic(), o.l.Partition(), kerr.NotCoordinator)
+	}
+	epoch, ok := r.leaderEpoch()
+	if !ok {
+		return fmt.Errorf("%s-%d is not led here: %w", o.l.Topic(), o.l.Partition(), kerr.NotCoordinator)
+	}
+	timer := time.NewTimer(o.b.cfg.duration("request.timeout.ms"))
+	defer timer.Stop()
+	if err := r.waitCommitted(upTo, epoch, 1, timer.C, nil); err != nil {
+		return fmt.Errorf("%v: %w", err, kerr.NotCoordinator)
 	}
 	return nil
 }

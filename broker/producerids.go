@@ -20,6 +20,9 @@ type producerIDs struct {
 	mu   sync.Mutex
 	next int64
 	end  int64 // exclusive end of the reserved block
+	// alloc, when set (clusters), reserves a block of n ids through the controller instead of
+	// the local file, so no two brokers hand out the same id.
+	alloc func(n int64) (int64, error)
 }
 
 const producerIDBlock = 1000
@@ -45,6 +48,13 @@ func openProducerIDs(dir string) (*producerIDs, error) {
 func (p *producerIDs) allocate() (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.next >= p.end && p.alloc != nil {
+		first, err := p.alloc(producerIDBlock)
+		if err != nil {
+			return -1, err
+		}
+		p.next, p.end = first, first+producerIDBlock
+	}
 	if p.next >= p.end {
 		end := p.next + producerIDBlock
 		if err := vfs.WriteFileAtomic(vfs.OS, p.path, []byte(strconv.FormatInt(end, 10)+"\n")); err != nil {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -94,9 +95,13 @@ func startWeir(t *testing.T, bin, dir string, port int) *weirProc {
 	})
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return p
+		// The listener is bound before the logs open (its port is registered with the
+		// controller), so wait for the start-up line rather than for a connection.
+		if strings.Contains(p.out.String(), "weir broker started") {
+			if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+				c.Close()
+				return p
+			}
 		}
 		select {
 		case <-p.exited:

@@ -34,7 +34,11 @@ type Config struct {
 	OffsetMetadataMaxBytes int
 	// LoadThreads bounds how many partitions load at once at start (0: 4).
 	LoadThreads int
-	Logger      *slog.Logger
+	// ManualOwnership: the coordinator owns no partition until Elect (the broker calls Elect
+	// and Resign as it gains and loses the leadership of __consumer_offsets partitions); Start
+	// loads nothing. Without it every partition is owned and Start loads them all.
+	ManualOwnership bool
+	Logger          *slog.Logger
 }
 
 const (
@@ -57,6 +61,7 @@ const (
 	partLoading int8 = iota
 	partLoaded
 	partFailed
+	partNotOwned // another broker leads this __consumer_offsets partition (ManualOwnership)
 )
 
 // Coordinator is the group coordinator of one broker: every classic consumer group whose
@@ -70,6 +75,7 @@ type Coordinator struct {
 	mu     sync.Mutex
 	groups map[string]*group // guarded by mu
 	pstate []int8            // per-partition load state, guarded by mu
+	pgen   []uint64          // per-partition ownership generation (Elect/Resign), guarded by mu
 	closed bool              // guarded by mu
 	loaded chan struct{}     // closed once every partition is loaded (or failed)
 
@@ -118,6 +124,7 @@ func New(cfg Config) (*Coordinator, error) {
 		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, parts: parts,
 		groups: map[string]*group{},
 		pstate: make([]int8, parts),
+		pgen:   make([]uint64, parts),
 		loaded: make(chan struct{}),
 		quit:   make(chan struct{}),
 	}, nil
@@ -132,11 +139,22 @@ func (c *Coordinator) PartitionFor(group string) int32 { return PartitionFor(gro
 // Start loads every existing partition of __consumer_offsets in the background and starts the
 // offset expiry loop.
 func (c *Coordinator) Start() {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.loadAll()
-	}()
+	if c.cfg.ManualOwnership {
+		c.mu.Lock()
+		for p := range c.pstate {
+			if c.pgen[p] == 0 {
+				c.pstate[p] = partNotOwned
+			}
+		}
+		c.mu.Unlock()
+		close(c.loaded)
+	} else {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.loadAll()
+		}()
+	}
 	if c.cfg.RetentionCheckInterval > 0 {
 		c.wg.Add(1)
 		go func() {
@@ -206,6 +224,8 @@ func (c *Coordinator) lookup(id string, create bool) (*group, *kerr.Error) {
 		return nil, kerr.CoordinatorLoadInProgress
 	case partFailed:
 		return nil, kerr.CoordinatorNotAvailable
+	case partNotOwned:
+		return nil, kerr.NotCoordinator
 	}
 	g := c.groups[id]
 	if g == nil && create {
@@ -649,4 +669,75 @@ func (c *Coordinator) Leader(groupID string) (string, bool) {
 		}
 	})
 	return leader, found
+}
+
+// Elect makes the coordinator own partition p (this broker now leads it): its groups load from
+// the store in the background; meanwhile they answer COORDINATOR_LOAD_IN_PROGRESS. Owning it
+// already is a no-op.
+func (c *Coordinator) Elect(p int32) {
+	c.mu.Lock()
+	if c.closed || p < 0 || p >= c.parts || c.pstate[p] == partLoading || c.pstate[p] == partLoaded {
+		c.mu.Unlock()
+		return
+	}
+	c.pstate[p] = partLoading
+	c.pgen[p]++
+	gen := c.pgen[p]
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		l, ok := c.cfg.Store.Existing(p)
+		if !ok {
+			c.mu.Lock()
+			if c.pgen[p] == gen {
+				c.pstate[p] = partLoaded
+			}
+			c.mu.Unlock()
+			return
+		}
+		start := time.Now()
+		groups, err := c.loadPartition(l)
+		c.mu.Lock()
+		current := c.pgen[p] == gen && !c.closed
+		c.mu.Unlock()
+		if !current {
+			return
+		}
+		if err != nil {
+			c.log.Error("loading __consumer_offsets partition failed; its groups are unavailable", "partition", p, "err", err)
+			c.setPartState(p, partFailed)
+			return
+		}
+		c.installGroupsGen(p, l, groups, gen)
+		c.log.Info("coordinator elected for __consumer_offsets partition", "partition", p, "groups", len(groups), "took", time.Since(start))
+	}()
+}
+
+// Resign gives up partition p: its groups stop (parked requests answer NOT_COORDINATOR) and
+// requests for them answer NOT_COORDINATOR until Elect.
+func (c *Coordinator) Resign(p int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || p < 0 || p >= c.parts || c.pstate[p] == partNotOwned {
+		return
+	}
+	c.pstate[p] = partNotOwned
+	c.pgen[p]++
+	n := 0
+	for id, g := range c.groups {
+		if g.partition == p {
+			delete(c.groups, id)
+			close(g.resigned)
+			n++
+		}
+	}
+	c.log.Info("coordinator resigned __consumer_offsets partition", "partition", p, "groups", n)
+}
+
+// Owns reports whether the coordinator owns partition p (loaded or loading).
+func (c *Coordinator) Owns(p int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return p >= 0 && p < c.parts && c.pstate[p] != partNotOwned
 }

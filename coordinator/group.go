@@ -56,6 +56,10 @@ type group struct {
 	timer    Stopper
 	timerAt  time.Time
 	timerSeq uint64
+
+	// resigned is closed when the coordinator gives up the group's partition (its
+	// __consumer_offsets partition moved to another broker).
+	resigned chan struct{}
 }
 
 type initialDelay struct {
@@ -112,6 +116,7 @@ func newGroup(c *Coordinator, id string, p int32) *group {
 		c: c, id: id, partition: p,
 		ch:          make(chan func()),
 		done:        make(chan struct{}),
+		resigned:    make(chan struct{}),
 		state:       Empty,
 		prevState:   Dead,
 		stateSince:  c.clock.Now(),
@@ -137,6 +142,9 @@ func (g *group) run() {
 				return
 			}
 		case <-g.c.quit:
+			g.failWaiters(kerr.NotCoordinator)
+			return
+		case <-g.resigned:
 			g.failWaiters(kerr.NotCoordinator)
 			return
 		}

@@ -130,10 +130,15 @@ func (c *Coordinator) loadPartition(l OffsetsLog) (map[string]*loadedGroup, erro
 // installGroups creates the loaded groups and marks the partition loaded. Members of a loaded
 // stable group must heartbeat within their session timeout, as after a coordinator failover.
 func (c *Coordinator) installGroups(p int32, l OffsetsLog, groups map[string]*loadedGroup) {
+	c.installGroupsGen(p, l, groups, 0)
+}
+
+// installGroupsGen is installGroups for an Elect of ownership generation gen (0: any).
+func (c *Coordinator) installGroupsGen(p int32, l OffsetsLog, groups map[string]*loadedGroup, gen uint64) {
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed || gen != 0 && c.pgen[p] != gen {
 		return
 	}
 	for id, lg := range groups {

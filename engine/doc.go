@@ -36,9 +36,18 @@
 // log.cleaner.threads cleaners that pick the dirtiest log above min.cleanable.dirty.ratio and
 // keep Kafka's cleaner-offset-checkpoint.
 //
+// Leader epochs (epochs.go): each Log keeps Kafka's leader epoch cache, (epoch, start offset)
+// entries strictly increasing in both, in the partition's leader-epoch-checkpoint file
+// ("0\n<n>\n<epoch> <startOffset>\n...", rewritten atomically at each change, outside the
+// append lock). BecomeLeader and the first append of a newer epoch (Append's stamped epoch,
+// AppendStored's copied one) add entries; TruncateTo and the log start moving up trim them;
+// EndOffsetForEpoch answers OffsetForLeaderEpoch. At open the file is trimmed to the recovered
+// log, and rebuilt from the batch headers when missing, unreadable or behind the last batch.
+//
 // The Manager opens every <topic>-<partition> directory of every log dir concurrently and keeps
-// Kafka's files: recovery-point-offset-checkpoint, log-start-offset-checkpoint and
-// cleaner-offset-checkpoint (text format
+// Kafka's files: recovery-point-offset-checkpoint, log-start-offset-checkpoint,
+// replication-offset-checkpoint (high watermarks, restored at open for logs whose watermark is
+// set from outside) and cleaner-offset-checkpoint (text format
 // "0\n<n>\n<topic> <partition> <offset>\n..."), partition.metadata (topic id) and the
 // .kafka_cleanshutdown marker. With the marker present nothing is scanned at start; without it,
 // segments from the one holding the recovery point on are recovered (CRC-checked, torn tails

@@ -84,6 +84,12 @@ func OpenLog(o OpenOptions) (*Log, error) {
 		}
 		return nil, err
 	}
+	if err := l.loadEpochs(); err != nil {
+		for _, s := range segs {
+			s.Close()
+		}
+		return nil, err
+	}
 	l.flush.init(l, l.nextOffset)
 	return l, nil
 }

@@ -47,12 +47,15 @@ type Log struct {
 	// producers is the idempotent producer table. Guarded by mu.
 	producers *producerState
 	closed    bool
+	// epochs is the leader epoch cache (epochs.go); changed under mu, its file written after.
+	epochs epochCache
 
 	segments       atomic.Pointer[[]*segment.Segment]
 	end            position // log end offset and its place
 	hw             position // high watermark and its place
 	hwMu           sync.Mutex
 	hwChanged      watch
+	endChanged     watch // fired when the log end moves (appends, truncation)
 	logStartOffset atomic.Int64
 
 	flush flushState
@@ -179,13 +182,22 @@ func (l *Log) Append(batch []byte) (AppendInfo, error) {
 	record.SetBaseOffset(batch, h.BaseOffset)
 	record.SetPartitionLeaderEpoch(batch, h.PartitionLeaderEpoch)
 	info, err := l.appendLocked(batch, &h)
+	newEpoch := false
 	if err == nil {
 		l.producers.update(&h)
+		if h.PartitionLeaderEpoch > l.epochs.latest { // rare: the first append of a new epoch
+			newEpoch = l.epochs.assignLocked(h.PartitionLeaderEpoch, h.BaseOffset)
+		}
 	}
 	due := err == nil && l.flush.appendedLocked(l, int64(h.RecordCount))
 	l.mu.Unlock()
 	if due {
 		l.flush.wake()
+	}
+	if newEpoch {
+		if perr := l.persistEpochs(); perr != nil {
+			return info, perr
+		}
 	}
 	if err == nil && l.config().LocalHighWatermark && !l.config().Durable() {
 		_ = l.AdvanceHighWatermark(info.LastOffset + 1)
@@ -196,14 +208,23 @@ func (l *Log) Append(batch []byte) (AppendInfo, error) {
 // AppendStored appends batches whose offsets were assigned elsewhere (a follower copying its
 // leader, or tools): each batch is checked like a stored one and must start at or after the
 // log end. It returns the info of the last batch.
-func (l *Log) AppendStored(batches []byte) (AppendInfo, error) {
-	var info AppendInfo
+//
+// A batch carrying a leader epoch newer than the latest cached one starts that epoch in the
+// leader epoch cache (at its base offset); the checkpoint file is written before AppendStored
+// returns, outside the append lock.
+func (l *Log) AppendStored(batches []byte) (info AppendInfo, err error) {
+	newEpoch := false
 	l.mu.Lock()
 	defer func() {
 		due := info.Records > 0 && l.flush.appendedLocked(l, int64(info.Records))
 		l.mu.Unlock()
 		if due {
 			l.flush.wake()
+		}
+		if newEpoch {
+			if perr := l.persistEpochs(); perr != nil && err == nil {
+				err = perr
+			}
 		}
 	}()
 	if err := l.writableLocked(); err != nil {
@@ -225,6 +246,9 @@ func (l *Log) AppendStored(batches []byte) (AppendInfo, error) {
 			return info, err
 		}
 		l.producers.update(&h)
+		if h.PartitionLeaderEpoch > l.epochs.latest {
+			newEpoch = l.epochs.assignLocked(h.PartitionLeaderEpoch, h.BaseOffset) || newEpoch
+		}
 		records += h.RecordCount
 		info = in
 		info.Records = records
@@ -252,6 +276,7 @@ func (l *Log) appendLocked(batch []byte, h *record.Header) (AppendInfo, error) {
 	}
 	l.nextOffset = h.NextOffset()
 	l.end.store(l.nextOffset, l.active.BaseOffset(), pos+int64(len(batch)))
+	l.endChanged.fire()
 	return AppendInfo{
 		BaseOffset:   h.BaseOffset,
 		LastOffset:   h.LastOffset(),
@@ -388,8 +413,17 @@ func (l *Log) acquireSegmentFor(offset int64) (*segment.Segment, bool) {
 }
 
 // TruncateTo removes every batch at or after offset (a batch holding offset goes whole), for a
-// follower whose tail diverged from its leader.
-func (l *Log) TruncateTo(offset int64) error {
+// follower whose tail diverged from its leader. Leader epochs starting at or after the new log
+// end leave the epoch cache (its file is written after the locks are released).
+func (l *Log) TruncateTo(offset int64) (err error) {
+	newEpochs := false
+	defer func() { // runs after the unlocks below
+		if newEpochs {
+			if perr := l.persistEpochs(); perr != nil && err == nil {
+				err = perr
+			}
+		}
+	}()
 	l.structMu.Lock() // compaction
 	defer l.structMu.Unlock()
 	l.mu.Lock()
@@ -428,6 +462,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	l.segments.Store(&keep)
 	l.end.store(next, last.BaseOffset(), last.Size())
+	l.endChanged.fire()
 	l.hwMu.Lock() // hw is a one-writer seqlock: SetHighWatermark writes it too
 	if hw := l.HighWatermark(); hw >= next {
 		// Also when equal: the watermark's place may name a segment just deleted, and reads
@@ -438,6 +473,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.hwMu.Unlock()
 	l.flush.truncated(next)
 	l.producers.truncate(next)
+	newEpochs = l.epochs.truncateFromEndLocked(next)
 	if offsets, err := snapshotOffsets(l.fsys, l.dir); err == nil {
 		for _, o := range offsets {
 			if o > next {
@@ -562,8 +598,13 @@ func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
 		l.logStartOffset.Store(offset)
 	}
 	doomed := l.dropSegmentsLocked(func(s *segment.Segment, next int64) bool { return next <= l.logStartOffset.Load() })
+	newEpochs := l.epochs.truncateFromStartLocked(l.logStartOffset.Load())
 	l.mu.Unlock()
-	return l.LogStartOffset(), l.deleteSegments(doomed)
+	err := l.deleteSegments(doomed)
+	if newEpochs {
+		err = errors.Join(err, l.persistEpochs())
+	}
+	return l.LogStartOffset(), err
 }
 
 // dropSegmentsLocked removes leading segments (never the active one) while keep returns true for
@@ -638,8 +679,13 @@ func (l *Log) DeleteExpiredSegments() (int, error) {
 			return true
 		})...)
 	}
+	newEpochs := len(doomed) > 0 && l.epochs.truncateFromStartLocked(l.logStartOffset.Load())
 	l.mu.Unlock()
-	return len(doomed), l.deleteSegments(doomed)
+	err := l.deleteSegments(doomed)
+	if newEpochs {
+		err = errors.Join(err, l.persistEpochs())
+	}
+	return len(doomed), err
 }
 
 // Close flushes (when the log is durable, or as a clean shutdown always does), trims the
@@ -666,6 +712,10 @@ func (l *Log) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	// A change an appender has not written yet (it skips the write once closed).
+	if err := l.closeEpochs(l.logDir.Err() == nil); err != nil {
+		errs = append(errs, err)
+	}
 	for _, s := range l.Segments() {
 		if err := s.Close(); err != nil {
 			errs = append(errs, err)
@@ -682,6 +732,7 @@ func (l *Log) deleteFiles() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
+	_ = l.closeEpochs(false)
 	var errs []error
 	for _, s := range l.Segments() {
 		if err := s.Delete(); err != nil {

@@ -54,6 +54,10 @@ type dirState struct {
 	recoveryPoints map[TopicPartition]int64
 	logStarts      map[TopicPartition]int64
 	clean          bool
+	// highWatermarks is the replication-offset-checkpoint read at open (hwcheckpoint.go); hwFile
+	// says whether the file existed.
+	highWatermarks map[TopicPartition]int64
+	hwFile         bool
 
 	// Compaction: the cleaner checkpoints read at open; cleanerFile is set once the dir has a
 	// cleaner-offset-checkpoint to keep up to date (guarded by the Manager's ckptMu).
@@ -161,6 +165,7 @@ func (m *Manager) prepareDir(path string) (*dirState, error) {
 		d.cleanerPoints = map[TopicPartition]int64{}
 	}
 	d.cleanerFile = len(d.cleanerPoints) > 0
+	d.highWatermarks, d.hwFile = readHighWatermarks(m.fsys, path)
 	marker := filepath.Join(path, CleanShutdownFile)
 	if _, err := m.fsys.Stat(marker); err == nil {
 		d.clean = true
@@ -230,6 +235,7 @@ func (m *Manager) openLog(d *dirState, tp TopicPartition) error {
 	if err != nil {
 		return err
 	}
+	restoreHighWatermark(l, d, tp)
 	id, hasID, err := ReadPartitionMetadata(dir)
 	if err != nil {
 		slog.Warn("unreadable partition.metadata", "dir", dir, "err", err)
@@ -348,21 +354,25 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 	return nil
 }
 
-// Checkpoint writes every online log dir's recovery-point and log-start checkpoints.
+// Checkpoint writes every online log dir's recovery-point, log-start and high watermark
+// (replication-offset) checkpoints.
 func (m *Manager) Checkpoint() error {
 	m.ckptMu.Lock()
 	defer m.ckptMu.Unlock()
 	m.mu.RLock()
 	rps := map[*dirState]map[TopicPartition]int64{}
 	starts := map[*dirState]map[TopicPartition]int64{}
+	hws := map[*dirState]map[TopicPartition]int64{}
 	for _, d := range m.dirs {
 		rps[d] = map[TopicPartition]int64{}
 		starts[d] = map[TopicPartition]int64{}
+		hws[d] = map[TopicPartition]int64{}
 	}
 	for tp, l := range m.logs {
 		d := m.dirOf[tp]
 		rps[d][tp] = l.RecoveryPoint()
 		starts[d][tp] = l.LogStartOffset()
+		hws[d][tp] = l.HighWatermark()
 	}
 	m.mu.RUnlock()
 	var errs []error
@@ -375,6 +385,10 @@ func (m *Manager) Checkpoint() error {
 			continue
 		}
 		if err := WriteCheckpoint(m.fsys, filepath.Join(d.Path, LogStartOffsetCheckpointFile), starts[d]); err != nil {
+			errs = append(errs, d.Fail(err))
+			continue
+		}
+		if err := WriteCheckpoint(m.fsys, filepath.Join(d.Path, ReplicationOffsetCheckpointFile), hws[d]); err != nil {
 			errs = append(errs, d.Fail(err))
 		}
 	}

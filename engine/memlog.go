@@ -36,6 +36,7 @@ type MemLog struct {
 	// Invariant: logStart <= hw <= leo.
 	logStart, hw, leo int64
 	leaderEpoch       int32
+	epochs            epochCache // the leader epoch cache, without its file
 	file              *os.File
 	fileEnd           int64 // the position after the last batch
 	closed            bool
@@ -55,10 +56,49 @@ func NewMemLog(cfg Config, startOffset int64) (*MemLog, error) {
 		return nil, fmt.Errorf("memlog: memfd_create: %w", err)
 	}
 	startOffset = max(startOffset, 0)
-	return &MemLog{
+	m := &MemLog{
 		cfg: cfg, file: os.NewFile(uintptr(fd), "weir-memlog"),
 		logStart: startOffset, hw: startOffset, leo: startOffset,
-	}, nil
+	}
+	m.epochs.latest = -1
+	return m, nil
+}
+
+// BecomeLeader stamps epoch into later appends and records (epoch, log end) when it is newer than
+// the latest cached epoch; an older epoch is refused with FENCED_LEADER_EPOCH (see Log.BecomeLeader).
+func (m *MemLog) BecomeLeader(epoch int32) error {
+	if epoch < 0 {
+		return fmt.Errorf("memlog: become leader: invalid epoch %d: %w", epoch, kerr.InvalidRequest)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.writableLocked(); err != nil {
+		return err
+	}
+	if epoch < m.epochs.latest {
+		return fmt.Errorf("memlog: become leader in epoch %d: epoch %d is cached: %w", epoch, m.epochs.latest, kerr.FencedLeaderEpoch)
+	}
+	m.leaderEpoch = epoch
+	if epoch > m.epochs.latest {
+		m.epochs.assignLocked(epoch, m.leo)
+	}
+	return nil
+}
+
+// LatestEpoch returns the latest cached leader epoch.
+func (m *MemLog) LatestEpoch() (int32, bool) { return m.epochs.latestEpoch() }
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch (see Log.EndOffsetForEpoch).
+func (m *MemLog) EndOffsetForEpoch(epoch int32) (int64, int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.epochs.endOffsetFor(epoch, func() int64 { return m.leo })
+}
+
+// EpochEntries returns a copy of the leader epoch cache.
+func (m *MemLog) EpochEntries() []EpochEntry {
+	e, _ := m.epochs.snapshot()
+	return e
 }
 
 // SetLeaderEpoch sets the partition leader epoch stamped into appended batches.
@@ -108,7 +148,11 @@ func (m *MemLog) Append(batch []byte) (AppendInfo, error) {
 	h.PartitionLeaderEpoch = m.leaderEpoch
 	record.SetBaseOffset(batch, h.BaseOffset)
 	record.SetPartitionLeaderEpoch(batch, h.PartitionLeaderEpoch)
-	return m.appendLocked(batch, h)
+	info, err := m.appendLocked(batch, h)
+	if err == nil && h.PartitionLeaderEpoch > m.epochs.latest {
+		m.epochs.assignLocked(h.PartitionLeaderEpoch, h.BaseOffset)
+	}
+	return info, err
 }
 
 // AppendStored appends batches whose offsets are already assigned; each must start at or after
@@ -134,6 +178,9 @@ func (m *MemLog) AppendStored(batches []byte) (AppendInfo, error) {
 			return info, err
 		}
 		batches = batches[h.Size():]
+		if h.PartitionLeaderEpoch > m.epochs.latest {
+			m.epochs.assignLocked(h.PartitionLeaderEpoch, h.BaseOffset)
+		}
 		records += h.RecordCount
 		info = in
 		info.Records = records
@@ -232,6 +279,7 @@ func (m *MemLog) TruncateTo(offset int64) error {
 	m.batches = m.batches[:i:i]
 	m.logStart = min(m.logStart, m.leo)
 	m.hw = min(m.hw, m.leo)
+	m.epochs.truncateFromEndLocked(m.leo)
 	return nil
 }
 
@@ -256,6 +304,7 @@ func (m *MemLog) advanceLogStartLocked(offset int64) {
 	m.leo = max(m.leo, offset)
 	i := m.firstReachingLocked(offset)
 	m.batches = append([]memBatch(nil), m.batches[i:]...)
+	m.epochs.truncateFromStartLocked(m.logStart)
 }
 
 // OffsetForTimestamp returns the first batch reaching the log start whose max timestamp is >= ts.

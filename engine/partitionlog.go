@@ -29,6 +29,12 @@ import "github.com/weir-mq/weir/segment"
 //   - OffsetForTimestamp(ts) returns the first batch holding an offset >= the log start whose max
 //     timestamp is >= ts, as (max(its base offset, log start), its max timestamp), or (-1, -1).
 //   - After Close, writes fail with NOT_LEADER_OR_FOLLOWER.
+//   - The leader epoch cache (Kafka's LeaderEpochFileCache) holds (epoch, start offset) entries
+//     strictly increasing in both: an appended batch whose leader epoch is newer than the latest
+//     cached one starts it at its base offset (Append stamps SetLeaderEpoch's epoch, AppendStored
+//     keeps the batch's); BecomeLeader records (epoch, log end) for a newer epoch; TruncateTo drops
+//     the entries starting at or after the new log end; the log start moving up drops the entries
+//     before it and moves the last of them up to it. EndOffsetForEpoch is Kafka's endOffsetFor.
 type PartitionLog interface {
 	Append(batch []byte) (AppendInfo, error)
 	AppendStored(batches []byte) (AppendInfo, error)
@@ -45,6 +51,11 @@ type PartitionLog interface {
 	TruncateTo(offset int64) error
 	DeleteRecordsBefore(offset int64) (int64, error)
 	OffsetForTimestamp(ts int64) (offset int64, timestamp int64, err error)
+	SetLeaderEpoch(epoch int32)
+	BecomeLeader(epoch int32) error
+	LatestEpoch() (epoch int32, ok bool)
+	EndOffsetForEpoch(epoch int32) (endOffset int64, foundEpoch int32)
+	EpochEntries() []EpochEntry
 	Close() error
 }
 

@@ -32,3 +32,15 @@ func (w *watch) fire() {
 // HighWatermarkChanged returns a channel closed the next time the high watermark is set. Check
 // the condition after taking the channel, then wait on it.
 func (l *Log) HighWatermarkChanged() <-chan struct{} { return l.hwChanged.wait() }
+
+// EndChanged returns a channel closed the next time the log end moves (an append or a
+// truncation): followers' long polls at their leader wait on it.
+func (l *Log) EndChanged() <-chan struct{} { return l.endChanged.wait() }
+
+// FlushedChanged returns a channel closed after the next flush cycle (RecoveryPoint may have
+// moved): a leader counts only its durable end toward the high watermark under a durable policy.
+func (l *Log) FlushedChanged() <-chan struct{} { return *l.flush.done.Load() }
+
+// WakeHighWatermarkWaiters wakes everyone waiting on HighWatermarkChanged without moving it (a
+// leadership change: produce waits re-check their leader epoch).
+func (l *Log) WakeHighWatermarkWaiters() { l.hwChanged.fire() }

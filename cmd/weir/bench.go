@@ -52,10 +52,10 @@ func presetNames() string {
 	return strings.Join(names, ", ")
 }
 
-// benchCmd runs `weir bench produce|e2e|consume|disk`.
+// benchCmd runs `weir bench produce|e2e|consume|disk|report`.
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("bench: want produce, e2e, consume or disk")
+		return errors.New("bench: want produce, e2e, consume, disk or report")
 	}
 	switch args[0] {
 	case "produce", "e2e":
@@ -64,14 +64,17 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return benchConsume(ctx, args[1:], stdout, stderr)
 	case "disk":
 		return benchDisk(ctx, args[1:], stdout, stderr)
+	case "report":
+		return benchReport(args[1:], stdout)
 	}
-	return fmt.Errorf("bench: unknown mode %q (want produce, e2e, consume or disk)", args[0])
+	return fmt.Errorf("bench: unknown mode %q (want produce, e2e, consume, disk or report)", args[0])
 }
 
 type loadFlags struct {
 	cf                clientFlags
 	workload          string
 	topic             string
+	topics            int
 	partitions        int
 	size              int
 	producers         int
@@ -87,13 +90,17 @@ type loadFlags struct {
 	quiet             bool
 	consumers         int
 	cpuProfile        string
+	nullSink          bool
+	brokerName        string
+	flushMode         string
 }
 
 func (f *loadFlags) register(fs *flag.FlagSet) {
 	f.cf.register(fs)
 	fs.StringVar(&f.workload, "workload", "", "OMB preset setting --partitions, --message-size, --rate (explicit flags win): "+presetNames())
 	fs.StringVar(&f.topic, "topic", "weir-bench", "topic (created with --partitions if missing)")
-	fs.IntVar(&f.partitions, "partitions", 1, "partitions of the topic when it is created")
+	fs.IntVar(&f.topics, "topics", 1, "topics: with N > 1, <topic>-0 .. <topic>-(N-1), each with --partitions; producers send to all in turn, e2e consumers read all")
+	fs.IntVar(&f.partitions, "partitions", 1, "partitions of each topic when it is created")
 	fs.IntVar(&f.replicationFactor, "replication-factor", -1, "replication factor when the topic is created (-1: broker default)")
 	fs.IntVar(&f.size, "message-size", 1024, "bytes per message value")
 	fs.IntVar(&f.producers, "producers", 1, "producer clients")
@@ -111,6 +118,9 @@ func (f *loadFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines")
 	fs.IntVar(&f.consumers, "consumers", 1, "e2e: consumer clients, the partitions split between them")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write the load generator's CPU profile here")
+	fs.BoolVar(&f.nullSink, "null-sink", false, "produce: no broker; records go to a sink that acknowledges at once (measures the generator's own ceiling)")
+	fs.StringVar(&f.brokerName, "broker-name", "", "label of the broker under test in summary.json (e.g. weir, kafka), for `weir bench report`")
+	fs.StringVar(&f.flushMode, "flush-mode", "", "label of the broker's flush policy in summary.json (e.g. durable, pagecache), for `weir bench report`")
 }
 
 // parse parses args and applies --workload to every flag not given explicitly.
@@ -139,6 +149,9 @@ func (f *loadFlags) parse(fs *flag.FlagSet, args []string) error {
 			f.rate = p.rate
 		}
 	}
+	if f.topics < 1 {
+		return fmt.Errorf("--topics must be at least 1, not %d", f.topics)
+	}
 	if f.maxBuffered == 0 {
 		f.maxBuffered = max(1000, (64<<20)/max(f.size, 1))
 	}
@@ -146,11 +159,16 @@ func (f *loadFlags) parse(fs *flag.FlagSet, args []string) error {
 }
 
 func (f *loadFlags) workloadOf(e2e bool) benchmarks.Workload {
+	var topics []string
+	if f.topics > 1 {
+		topics = benchmarks.MultiTopicNames(f.topic, f.topics)
+	}
 	return benchmarks.Workload{
-		Name: f.workload, Topic: f.topic, Partitions: f.partitions, MessageSize: f.size,
+		Name: f.workload, Topic: f.topic, Topics: topics, Partitions: f.partitions, MessageSize: f.size,
 		Producers: f.producers, Rate: f.rate, Duration: f.duration, Warmup: f.warmup,
 		MaxMessages: f.maxMessages, Acks: f.acks, Compression: f.compression,
 		BatchMaxBytes: int32(f.batchMaxBytes), Linger: f.linger, MaxBuffered: f.maxBuffered, E2E: e2e,
+		NullSink: f.nullSink,
 	}
 }
 
@@ -203,6 +221,8 @@ type benchSummary struct {
 }
 
 type brokerInfo struct {
+	Name        string           `json:"name,omitempty"`       // --broker-name
+	FlushMode   string           `json:"flush_mode,omitempty"` // --flush-mode
 	Bootstrap   string           `json:"bootstrap"`
 	APIVersions map[string]int16 `json:"api_max_versions,omitempty"`
 }
@@ -304,53 +324,48 @@ func benchLoad(ctx context.Context, mode string, args []string, stdout, stderr i
 		return err
 	}
 	e2e := mode == "e2e"
-	cl, err := f.cf.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	parts, err := ensureTopic(ctx, adm, f.topic, f.partitions, f.replicationFactor)
-	if err != nil {
-		return err
-	}
-	if parts != f.partitions {
-		fmt.Fprintf(stderr, "bench: topic %s exists with %d partitions (not %d)\n", f.topic, parts, f.partitions)
+	if f.nullSink && e2e {
+		return errors.New("bench e2e: --null-sink has no consumer; use it with produce")
 	}
 	w := f.workloadOf(e2e)
-	w.Partitions = parts
 	sum := benchSummary{Mode: mode, Started: time.Now().UTC(), Command: "weir bench " + mode + " " + strings.Join(args, " "),
-		Workload: w, Broker: brokerInfo{Bootstrap: f.cf.bootstrap, APIVersions: apiVersions(ctx, adm)}, Machine: machine(f.dataDir)}
-
+		Workload: w, Broker: brokerInfo{Name: f.brokerName, FlushMode: f.flushMode, Bootstrap: f.cf.bootstrap}, Machine: machine(f.dataDir)}
+	topics := w.TopicNames()
+	parts := f.partitions
 	var consumers []*kgo.Client
-	if e2e {
-		// Each consumer is assigned its share of the partitions directly (no group), from the
-		// end offsets before the first send: it sees exactly the messages of this run.
-		ends, err := adm.ListEndOffsets(ctx, f.topic)
+	if f.nullSink {
+		sum.Broker = brokerInfo{Name: "null-sink", FlushMode: f.flushMode}
+	} else {
+		cl, err := f.cf.client()
 		if err != nil {
-			return fmt.Errorf("list end offsets: %w", err)
+			return err
 		}
-		n := max(min(f.consumers, parts), 1)
-		assign := make([]map[int32]kgo.Offset, n)
-		for i := range assign {
-			assign[i] = map[int32]kgo.Offset{}
-		}
-		found := 0
-		ends.Each(func(o kadm.ListedOffset) {
-			assign[int(o.Partition)%n][o.Partition] = kgo.NewOffset().At(o.Offset)
-			found++
-		})
-		if found != parts {
-			return fmt.Errorf("end offsets for %d of %d partitions", found, parts)
-		}
-		for _, a := range assign {
-			c, err := f.cf.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{f.topic: a}),
-				kgo.FetchMaxWait(100*time.Millisecond))
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		for i, t := range topics {
+			n, err := ensureTopic(ctx, adm, t, f.partitions, f.replicationFactor)
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			consumers = append(consumers, c)
+			if n != f.partitions {
+				fmt.Fprintf(stderr, "bench: topic %s exists with %d partitions (not %d)\n", t, n, f.partitions)
+			}
+			if i == 0 {
+				parts = n
+			}
+		}
+		w.Partitions = parts
+		sum.Workload = w
+		sum.Broker.APIVersions = apiVersions(ctx, adm)
+		if e2e {
+			if consumers, err = e2eConsumers(ctx, adm, &f, topics); err != nil {
+				return err
+			}
+			defer func() {
+				for _, c := range consumers {
+					c.Close()
+				}
+			}()
 		}
 	}
 	if f.cpuProfile != "" {
@@ -369,7 +384,11 @@ func benchLoad(ctx context.Context, mode string, args []string, stdout, stderr i
 	if f.quiet {
 		progress = nil
 	}
-	res, err := benchmarks.RunLoad(ctx, w, f.cf.client, consumers, progress)
+	newClient := f.cf.client
+	if f.nullSink {
+		newClient = nil
+	}
+	res, err := benchmarks.RunLoad(ctx, w, newClient, consumers, progress)
 	if err != nil {
 		return err
 	}
@@ -415,8 +434,15 @@ func benchLoad(ctx context.Context, mode string, args []string, stdout, stderr i
 	}
 	sum.Results = results
 
-	fmt.Fprintf(stdout, "%s %s: %d partitions, %d B messages, %d producers, rate %s, acks=%s, compression=%s\n",
-		mode, f.topic, parts, f.size, f.producers, rateString(f.rate), f.acks, f.compression)
+	target := f.topic
+	if len(topics) > 1 {
+		target = fmt.Sprintf("%s-0..%d", f.topic, len(topics)-1)
+	}
+	if f.nullSink {
+		target += " (null sink, no broker)"
+	}
+	fmt.Fprintf(stdout, "%s %s: %d topics x %d partitions, %d B messages, %d producers, rate %s, acks=%s, compression=%s\n",
+		mode, target, len(topics), parts, f.size, f.producers, rateString(f.rate), f.acks, f.compression)
 	fmt.Fprintf(stdout, "sent %d, acked %d, failed %d", res.Sent, res.Acked, res.Failed)
 	if e2e {
 		fmt.Fprintf(stdout, ", consumed %d", res.Consumed)
@@ -434,6 +460,71 @@ func benchLoad(ctx context.Context, mode string, args []string, stdout, stderr i
 		return fmt.Errorf("bench %s: %d messages failed, first: %w", mode, res.Failed, res.FirstError)
 	}
 	return nil
+}
+
+// e2eConsumers makes the e2e consumers: each is assigned its share of the partitions of all topics
+// directly (no group), round-robin, from the end offsets before the first send, so it sees exactly
+// the messages of this run.
+func e2eConsumers(ctx context.Context, adm *kadm.Client, f *loadFlags, topics []string) ([]*kgo.Client, error) {
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list end offsets: %w", err)
+	}
+	type tp struct {
+		topic     string
+		partition int32
+		offset    int64
+	}
+	var all []tp
+	var ferr error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil && ferr == nil {
+			ferr = fmt.Errorf("end offset of %s[%d]: %w", o.Topic, o.Partition, o.Err)
+		}
+		all = append(all, tp{o.Topic, o.Partition, o.Offset})
+	})
+	if ferr != nil {
+		return nil, ferr
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].topic != all[j].topic {
+			return all[i].topic < all[j].topic
+		}
+		return all[i].partition < all[j].partition
+	})
+	perTopic := map[string]int{}
+	for _, p := range all {
+		perTopic[p.topic]++
+	}
+	for _, t := range topics {
+		if perTopic[t] == 0 {
+			return nil, fmt.Errorf("no end offsets for topic %s", t)
+		}
+	}
+	n := max(min(f.consumers, len(all)), 1)
+	assign := make([]map[string]map[int32]kgo.Offset, n)
+	for i := range assign {
+		assign[i] = map[string]map[int32]kgo.Offset{}
+	}
+	for i, p := range all {
+		a := assign[i%n]
+		if a[p.topic] == nil {
+			a[p.topic] = map[int32]kgo.Offset{}
+		}
+		a[p.topic][p.partition] = kgo.NewOffset().At(p.offset)
+	}
+	var cs []*kgo.Client
+	for _, a := range assign {
+		c, err := f.cf.client(kgo.ConsumePartitions(a), kgo.FetchMaxWait(100*time.Millisecond))
+		if err != nil {
+			for _, c := range cs {
+				c.Close()
+			}
+			return nil, err
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
 }
 
 func rateString(r float64) string {

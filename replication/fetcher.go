@@ -1,0 +1,543 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/record"
+)
+
+// Follow is one partition this broker follows: its log and the leader it copies.
+type Follow struct {
+	Topic       string
+	Partition   int32
+	Leader      int32
+	LeaderEpoch int32
+	Log         *engine.Log
+}
+
+// FetcherConfig configures the follower fetchers.
+type FetcherConfig struct {
+	NodeID int32
+	// Addr returns a broker's Kafka listener address (from the metadata image).
+	Addr func(broker int32) (string, bool)
+	// MaxWait is replica.fetch.wait.max.ms (default 500ms).
+	MaxWait time.Duration
+	// MaxBytes is replica.fetch.response.max.bytes (default 10 MiB); PartitionMaxBytes is
+	// replica.fetch.max.bytes (default 1 MiB).
+	MaxBytes, PartitionMaxBytes int32
+	// Backoff is replica.fetch.backoff.ms after an error (default 1s).
+	Backoff time.Duration
+	Logger  *slog.Logger
+}
+
+// Fetchers copies followed partitions from their leaders: one goroutine and connection per
+// source broker, many partitions per Fetch request (replica id set). A follower reports an
+// offset to its leader (its fetch offset) only once everything below it is durable when the
+// log's policy is durable, so the leader's high watermark means "on disk on every in-sync
+// replica". Before fetching a partition for a new leader epoch the follower asks the leader
+// (OffsetForLeaderEpoch) where its latest epoch ends and truncates any divergent tail.
+type Fetchers struct {
+	cfg FetcherConfig
+
+	mu      sync.Mutex
+	parts   map[tpKey]*followed
+	sources map[int32]*sourceFetcher
+	closed  bool
+}
+
+type tpKey struct {
+	topic     string
+	partition int32
+}
+
+// followed is one partition's follower state. mu is held across an append so a partition
+// removed from the fetchers (it became leader, or follows another broker) sees no append after
+// Set returns.
+type followed struct {
+	Follow
+	mu        sync.Mutex
+	active    bool
+	truncated bool // divergence check done for this leader epoch
+	failures  int
+}
+
+// NewFetchers returns an empty fetcher set.
+func NewFetchers(cfg FetcherConfig) *Fetchers {
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 500 * time.Millisecond
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 10 << 20
+	}
+	if cfg.PartitionMaxBytes <= 0 {
+		cfg.PartitionMaxBytes = 1 << 20
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Fetchers{cfg: cfg, parts: map[tpKey]*followed{}, sources: map[int32]*sourceFetcher{}}
+}
+
+// Set replaces the followed partitions. A partition whose leader or leader epoch changed starts
+// over (divergence check, then fetching from the new leader). When Set returns, no partition
+// left out of follows is appended to any more.
+func (f *Fetchers) Set(follows []Follow) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
+	want := make(map[tpKey]Follow, len(follows))
+	for _, fl := range follows {
+		want[tpKey{fl.Topic, fl.Partition}] = fl
+	}
+	for k, p := range f.parts {
+		w, ok := want[k]
+		if ok && w.Leader == p.Leader && w.LeaderEpoch == p.LeaderEpoch && w.Log == p.Log {
+			continue
+		}
+		p.mu.Lock()
+		p.active = false
+		p.mu.Unlock()
+		delete(f.parts, k)
+	}
+	for k, w := range want {
+		if _, ok := f.parts[k]; ok {
+			continue
+		}
+		f.parts[k] = &followed{Follow: w, active: true}
+	}
+	bySource := map[int32][]*followed{}
+	for _, p := range f.parts {
+		bySource[p.Leader] = append(bySource[p.Leader], p)
+	}
+	for id, s := range f.sources {
+		if _, ok := bySource[id]; !ok {
+			s.stop()
+			delete(f.sources, id)
+		}
+	}
+	for id, ps := range bySource {
+		s, ok := f.sources[id]
+		if !ok {
+			s = newSourceFetcher(f, id)
+			f.sources[id] = s
+			go s.run()
+		}
+		s.setParts(ps)
+	}
+}
+
+// Close stops every fetcher and waits for them.
+func (f *Fetchers) Close() {
+	f.mu.Lock()
+	f.closed = true
+	for _, p := range f.parts {
+		p.mu.Lock()
+		p.active = false
+		p.mu.Unlock()
+	}
+	srcs := f.sources
+	f.sources = map[int32]*sourceFetcher{}
+	f.parts = map[tpKey]*followed{}
+	f.mu.Unlock()
+	for _, s := range srcs {
+		s.stop()
+		<-s.done
+	}
+}
+
+// Lag returns, per followed partition, how far its log end is behind the leader's high
+// watermark as of the last fetch (tools, metrics).
+func (f *Fetchers) Following() []Follow {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Follow, 0, len(f.parts))
+	for _, p := range f.parts {
+		out = append(out, p.Follow)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// sourceFetcher fetches every partition led by one broker.
+type sourceFetcher struct {
+	f      *Fetchers
+	source int32
+
+	mu      sync.Mutex
+	parts   []*followed
+	changed chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	conn   *kconn
+	addr   string
+}
+
+func newSourceFetcher(f *Fetchers, source int32) *sourceFetcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &sourceFetcher{f: f, source: source, changed: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+func (s *sourceFetcher) setParts(ps []*followed) {
+	s.mu.Lock()
+	s.parts = ps
+	s.mu.Unlock()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sourceFetcher) stop() { s.cancel() }
+
+func (s *sourceFetcher) snapshot() []*followed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*followed, 0, len(s.parts))
+	for _, p := range s.parts {
+		p.mu.Lock()
+		if p.active {
+			out = append(out, p)
+		}
+		p.mu.Unlock()
+	}
+	return out
+}
+
+func (s *sourceFetcher) run() {
+	defer close(s.done)
+	defer func() {
+		if s.conn != nil {
+			s.conn.Close()
+		}
+	}()
+	log := s.f.cfg.Logger.With("leader", s.source)
+	for s.ctx.Err() == nil {
+		parts := s.snapshot()
+		if len(parts) == 0 {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-s.changed:
+			}
+			continue
+		}
+		if err := s.round(parts); err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			log.Debug("replica fetch failed", "err", err)
+			if s.conn != nil {
+				s.conn.Close()
+				s.conn = nil
+			}
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(s.f.cfg.Backoff):
+			}
+		}
+	}
+}
+
+// ensureConn connects to the source broker's current address.
+func (s *sourceFetcher) ensureConn() error {
+	addr, ok := s.f.cfg.Addr(s.source)
+	if !ok {
+		return fmt.Errorf("broker %d has no known address", s.source)
+	}
+	if s.conn != nil && addr == s.addr {
+		return nil
+	}
+	if s.conn != nil {
+		s.conn.Close()
+		s.conn = nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
+	defer cancel()
+	c, err := dialKafka(ctx, addr, fmt.Sprintf("weir-replica-%d", s.f.cfg.NodeID))
+	if err != nil {
+		return err
+	}
+	s.conn, s.addr = c, addr
+	return nil
+}
+
+// round runs the divergence checks that are due, then one Fetch.
+func (s *sourceFetcher) round(parts []*followed) error {
+	if err := s.ensureConn(); err != nil {
+		return err
+	}
+	var check []*followed
+	for _, p := range parts {
+		if !p.truncated {
+			check = append(check, p)
+		}
+	}
+	if len(check) > 0 {
+		if err := s.truncateDivergent(check); err != nil {
+			return err
+		}
+	}
+	var fetch []*followed
+	for _, p := range parts {
+		if p.truncated {
+			fetch = append(fetch, p)
+		}
+	}
+	if len(fetch) == 0 {
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(s.f.cfg.Backoff):
+		}
+		return nil
+	}
+	return s.fetch(fetch)
+}
+
+// truncateDivergent asks the leader where each partition's latest local epoch ends there and
+// truncates the local log to that point (Kafka's KIP-101/KIP-279 protocol).
+func (s *sourceFetcher) truncateDivergent(parts []*followed) error {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.SetVersion(4)
+	req.ReplicaID = s.f.cfg.NodeID
+	byTopic := map[string]int{}
+	var asked []*followed
+	for _, p := range parts {
+		epoch, ok := p.Log.LatestEpoch()
+		if !ok {
+			// Nothing stamped with an epoch here (an empty log, or one written before
+			// epochs): keep only what the high watermark covers.
+			p.mu.Lock()
+			if p.active {
+				if hw := p.Log.HighWatermark(); hw < p.Log.LogEndOffset() {
+					if err := p.Log.TruncateTo(hw); err != nil {
+						p.mu.Unlock()
+						return fmt.Errorf("truncate %s-%d to high watermark %d: %w", p.Topic, p.Partition, hw, err)
+					}
+				}
+				p.truncated = true
+			}
+			p.mu.Unlock()
+			continue
+		}
+		i, ok := byTopic[p.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[p.Topic] = i
+			t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			t.Topic = p.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition = p.Partition
+		rp.CurrentLeaderEpoch = p.LeaderEpoch
+		rp.LeaderEpoch = epoch
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		asked = append(asked, p)
+	}
+	if len(asked) == 0 {
+		return nil
+	}
+	r, err := s.conn.request(req, time.Now().Add(10*time.Second))
+	if err != nil {
+		return err
+	}
+	resp := r.(*kmsg.OffsetForLeaderEpochResponse)
+	byTP := map[tpKey]*followed{}
+	for _, p := range asked {
+		byTP[tpKey{p.Topic, p.Partition}] = p
+	}
+	for _, t := range resp.Topics {
+		for _, rp := range t.Partitions {
+			p := byTP[tpKey{t.Topic, rp.Partition}]
+			if p == nil {
+				continue
+			}
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				s.partitionError(p, err)
+				continue
+			}
+			if err := s.truncateTo(p, rp.LeaderEpoch, rp.EndOffset); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// truncateTo applies an OffsetForLeaderEpoch answer: the leader's epoch (at most the one asked)
+// ends at endOffset there. The local log keeps only what both logs agree on.
+func (s *sourceFetcher) truncateTo(p *followed, leaderEpoch int32, endOffset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.active {
+		return nil
+	}
+	l := p.Log
+	to := l.LogEndOffset()
+	if leaderEpoch < 0 || endOffset < 0 {
+		to = min(to, l.HighWatermark()) // the leader knows no such epoch: fall back to the HW
+	} else {
+		if local, _ := l.EndOffsetForEpoch(leaderEpoch); local >= 0 {
+			to = min(to, local)
+		}
+		to = min(to, endOffset)
+	}
+	if to < l.LogEndOffset() {
+		s.f.cfg.Logger.Info("truncating divergent follower tail", "topic", p.Topic, "partition", p.Partition,
+			"from", l.LogEndOffset(), "to", to, "leader", s.source, "leader_epoch", p.LeaderEpoch)
+		if err := l.TruncateTo(to); err != nil {
+			return fmt.Errorf("truncate %s-%d to %d: %w", p.Topic, p.Partition, to, err)
+		}
+		if l.HighWatermark() > to {
+			_ = l.SetHighWatermark(to)
+		}
+	}
+	p.truncated = true
+	return nil
+}
+
+// partitionError handles a per-partition error from the leader: stale metadata errors wait for
+// the next image (Set), others back off.
+func (s *sourceFetcher) partitionError(p *followed, err error) {
+	p.failures++
+	if p.failures == 1 || p.failures%20 == 0 {
+		s.f.cfg.Logger.Debug("replica fetch partition error", "topic", p.Topic, "partition", p.Partition, "leader", s.source, "err", err)
+	}
+}
+
+func (s *sourceFetcher) fetch(parts []*followed) error {
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.ReplicaID = s.f.cfg.NodeID
+	req.MaxWaitMillis = int32(s.f.cfg.MaxWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = s.f.cfg.MaxBytes
+	req.SessionEpoch = -1
+	byTopic := map[string]int{}
+	byTP := map[tpKey]*followed{}
+	for _, p := range parts {
+		i, ok := byTopic[p.Topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[p.Topic] = i
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = p.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = p.Partition
+		rp.CurrentLeaderEpoch = p.LeaderEpoch
+		rp.FetchOffset = p.Log.LogEndOffset()
+		rp.LogStartOffset = p.Log.LogStartOffset()
+		rp.PartitionMaxBytes = s.f.cfg.PartitionMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		byTP[tpKey{p.Topic, p.Partition}] = p
+	}
+	r, err := s.conn.request(req, time.Now().Add(s.f.cfg.MaxWait+10*time.Second))
+	if err != nil {
+		return err
+	}
+	resp := r.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return fmt.Errorf("fetch from broker %d: %w", s.source, err)
+	}
+	idle := true
+	for _, t := range resp.Topics {
+		for i := range t.Partitions {
+			rp := &t.Partitions[i]
+			p := byTP[tpKey{t.Topic, rp.Partition}]
+			if p == nil {
+				continue
+			}
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				if errors.Is(err, kerr.OffsetOutOfRange) {
+					p.truncated = false // check the divergence again
+				}
+				s.partitionError(p, err)
+				continue
+			}
+			p.failures = 0
+			got, err := s.apply(p, rp)
+			if err != nil {
+				return err
+			}
+			if got {
+				idle = false
+			}
+		}
+	}
+	if idle && len(resp.Topics) == 0 {
+		// Every partition errored or the leader answered nothing: do not spin.
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// apply appends one partition's fetched batches, waits until they are durable (durable policy),
+// and moves the follower's high watermark and log start offset after the leader's.
+func (s *sourceFetcher) apply(p *followed, rp *kmsg.FetchResponseTopicPartition) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.active {
+		return false, nil
+	}
+	l := p.Log
+	batches := wholeBatches(rp.RecordBatches)
+	appended := len(batches) > 0
+	if appended {
+		if _, err := l.AppendStored(batches); err != nil {
+			return false, fmt.Errorf("append to follower %s-%d: %w", p.Topic, p.Partition, err)
+		}
+		if err := l.AwaitDurable(l.LogEndOffset()); err != nil {
+			return false, fmt.Errorf("sync follower %s-%d: %w", p.Topic, p.Partition, err)
+		}
+	}
+	if hw := min(rp.HighWatermark, l.LogEndOffset()); hw > l.HighWatermark() {
+		_ = l.AdvanceHighWatermark(hw)
+	}
+	if ls := rp.LogStartOffset; ls > l.LogStartOffset() && ls <= l.LogEndOffset() {
+		if _, err := l.DeleteRecordsBefore(ls); err != nil {
+			s.f.cfg.Logger.Debug("follower log start", "topic", p.Topic, "partition", p.Partition, "err", err)
+		}
+	}
+	return appended, nil
+}
+
+// wholeBatches drops a trailing partial batch (a leader may cut a response inside one).
+func wholeBatches(b []byte) []byte {
+	n := int64(0)
+	for int64(len(b))-n >= record.HeaderSize {
+		h, err := record.ParseHeader(b[n:])
+		if err != nil || h.BatchLength < 0 || h.Size() > int64(len(b))-n {
+			break
+		}
+		n += h.Size()
+	}
+	return b[:n]
+}

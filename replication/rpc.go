@@ -1,0 +1,459 @@
+package replication
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// One TCP port per node carries both raft traffic and the controller RPC: the first byte of
+// every connection says which ('R' raft, 'C' controller RPC).
+const (
+	connRaft byte = 'R'
+	connRPC  byte = 'C'
+
+	maxFrame        = 16 << 20 // largest controller RPC frame
+	firstByteWait   = 5 * time.Second
+	rpcIdleTimeout  = 2 * time.Minute
+	rpcWriteTimeout = 10 * time.Second
+	rpcDialTimeout  = 2 * time.Second
+	rpcCallTimeout  = 10 * time.Second // default when ctx has no deadline
+)
+
+// mux accepts connections on the node's port and dispatches them by their first byte.
+type mux struct {
+	ln      net.Listener
+	raftCh  chan net.Conn
+	handler func(ctx context.Context, req *request) *response
+	log     *slog.Logger
+
+	closeOnce sync.Once
+	done      chan struct{}
+	mu        sync.Mutex
+	conns     map[net.Conn]struct{}
+	wg        sync.WaitGroup
+}
+
+func newMux(ln net.Listener, log *slog.Logger) *mux {
+	return &mux{ln: ln, raftCh: make(chan net.Conn), log: log, done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+}
+
+func (m *mux) serve() {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		var delay time.Duration
+		for {
+			conn, err := m.ln.Accept()
+			if err != nil {
+				select {
+				case <-m.done:
+					return
+				default:
+				}
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				// Temporary accept failure (e.g. out of file descriptors): back off.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			delay = 0
+			if !m.track(conn) {
+				conn.Close()
+				return
+			}
+			m.wg.Add(1)
+			go func() {
+				defer m.wg.Done()
+				m.dispatch(conn)
+			}()
+		}
+	}()
+}
+
+func (m *mux) track(c net.Conn) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.conns == nil {
+		return false
+	}
+	m.conns[c] = struct{}{}
+	return true
+}
+
+func (m *mux) untrack(c net.Conn) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.conns, c)
+}
+
+func (m *mux) dispatch(conn net.Conn) {
+	var b [1]byte
+	_ = conn.SetReadDeadline(time.Now().Add(firstByteWait))
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		m.closeConn(conn)
+		return
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	switch b[0] {
+	case connRaft:
+		select {
+		case m.raftCh <- &trackedConn{Conn: conn, m: m}: // raft's transport owns it now
+		case <-m.done:
+			m.closeConn(conn)
+		}
+	case connRPC:
+		m.serveRPC(conn)
+		m.closeConn(conn)
+	default:
+		m.closeConn(conn)
+	}
+}
+
+func (m *mux) closeConn(c net.Conn) {
+	c.Close()
+	m.untrack(c)
+}
+
+// serveRPC serves size-prefixed JSON requests on conn, one at a time, until an error.
+func (m *mux) serveRPC(conn net.Conn) {
+	for {
+		_ = conn.SetReadDeadline(time.Now().Add(rpcIdleTimeout))
+		data, err := readFrame(conn)
+		if err != nil {
+			return
+		}
+		var req request
+		if err := json.Unmarshal(data, &req); err != nil {
+			m.log.Debug("controller rpc: bad request", "remote", conn.RemoteAddr().String(), "err", err)
+			return
+		}
+		timeout := time.Duration(req.TimeoutMs) * time.Millisecond
+		if timeout <= 0 || timeout > time.Minute {
+			timeout = rpcCallTimeout
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		go func() { // a Close of the node ends the request too
+			select {
+			case <-m.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		resp := m.handler(ctx, &req)
+		cancel()
+		out, err := json.Marshal(resp)
+		if err != nil {
+			return
+		}
+		_ = conn.SetWriteDeadline(time.Now().Add(rpcWriteTimeout))
+		if err := writeFrame(conn, out); err != nil {
+			return
+		}
+	}
+}
+
+func (m *mux) close() {
+	m.closeOnce.Do(func() {
+		close(m.done)
+		m.ln.Close()
+		m.mu.Lock()
+		conns := m.conns
+		m.conns = nil
+		m.mu.Unlock()
+		for c := range conns {
+			c.Close()
+		}
+	})
+	m.wg.Wait()
+}
+
+// trackedConn is a raft connection that leaves the mux's set when raft closes it.
+type trackedConn struct {
+	net.Conn
+	m *mux
+}
+
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.m.untrack(c.Conn)
+	return err
+}
+
+// streamLayer is the raft.StreamLayer over the mux.
+type streamLayer struct {
+	m *mux
+}
+
+var _ raft.StreamLayer = (*streamLayer)(nil)
+
+func (s *streamLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.m.raftCh:
+		return c, nil
+	case <-s.m.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close is called by raft's transport on shutdown; the mux itself is closed by the controller.
+func (s *streamLayer) Close() error { return nil }
+
+func (s *streamLayer) Addr() net.Addr { return s.m.ln.Addr() }
+
+func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.Dial("tcp", string(address))
+	if err != nil {
+		return nil, err
+	}
+	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := conn.Write([]byte{connRaft}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	_ = conn.SetWriteDeadline(time.Time{})
+	return conn, nil
+}
+
+func readFrame(r io.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n == 0 || n > maxFrame {
+		return nil, fmt.Errorf("controller rpc: frame length %d out of range", n)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+func writeFrame(w io.Writer, data []byte) error {
+	if len(data) == 0 || len(data) > maxFrame {
+		return fmt.Errorf("controller rpc: frame length %d out of range", len(data))
+	}
+	buf := make([]byte, 4+len(data))
+	binary.BigEndian.PutUint32(buf, uint32(len(data)))
+	copy(buf[4:], data)
+	_, err := w.Write(buf)
+	return err
+}
+
+// ---- messages ----
+
+// Request operations (controller RPC and local execution on the leader).
+const (
+	reqHeartbeat        = "heartbeat"
+	reqCreateTopic      = "create_topic"
+	reqDeleteTopic      = "delete_topic"
+	reqCreatePartitions = "create_partitions"
+	reqAlterConfigs     = "alter_configs"
+	reqAlterPartition   = "alter_partition"
+	reqAllocPIDs        = "alloc_pids"
+	reqControlledStop   = "controlled_shutdown"
+)
+
+type request struct {
+	Op             string                 `json:"op"`
+	TimeoutMs      int64                  `json:"timeout_ms,omitempty"`
+	BrokerID       int32                  `json:"broker"`
+	Endpoints      []Endpoint             `json:"endpoints,omitempty"`
+	Addr           string                 `json:"addr,omitempty"` // raft address of the sender
+	Register       bool                   `json:"register,omitempty"`
+	CreateTopic    *CreateTopicRequest    `json:"create_topic,omitempty"`
+	Name           string                 `json:"name,omitempty"`
+	Total          int32                  `json:"total,omitempty"`
+	Assignment     [][]int32              `json:"assignment,omitempty"`
+	Configs        map[string]string      `json:"configs,omitempty"`
+	AlterPartition *AlterPartitionRequest `json:"alter_partition,omitempty"`
+	N              int64                  `json:"n,omitempty"`
+}
+
+type response struct {
+	Code       int16          `json:"code,omitempty"`
+	Msg        string         `json:"msg,omitempty"`
+	LeaderAddr string         `json:"leader_addr,omitempty"`
+	Index      uint64         `json:"index,omitempty"`
+	Topic      *TopicInfo     `json:"topic,omitempty"`
+	Partition  *PartitionInfo `json:"partition,omitempty"`
+	First      int64          `json:"first,omitempty"`
+	Epoch      int64          `json:"epoch,omitempty"`
+}
+
+// remoteError is an error returned by another node: its text, wrapping the Kafka error code.
+type remoteError struct {
+	msg string
+	err error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.err }
+
+func errorResponse(err error) *response {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		ke = kerr.UnknownServerError
+	}
+	return &response{Code: ke.Code, Msg: err.Error()}
+}
+
+func (r *response) err() error {
+	if r.Code == 0 && r.Msg == "" {
+		return nil
+	}
+	ke, ok := kerr.ErrorForCode(r.Code).(*kerr.Error)
+	if !ok || ke == nil {
+		ke = kerr.UnknownServerError
+	}
+	return &remoteError{msg: r.Msg, err: ke}
+}
+
+// ---- client ----
+
+type rpcClient struct {
+	mu     sync.Mutex
+	idle   map[string][]net.Conn
+	closed bool
+}
+
+const maxIdlePerAddr = 4
+
+func newRPCClient() *rpcClient { return &rpcClient{idle: map[string][]net.Conn{}} }
+
+// getConn returns an idle connection to addr, or dials a new one: concurrent calls never wait
+// behind each other.
+func (c *rpcClient) getConn(ctx context.Context, addr string, deadline time.Time) (net.Conn, error) {
+	c.mu.Lock()
+	if conns := c.idle[addr]; len(conns) > 0 {
+		conn := conns[len(conns)-1]
+		c.idle[addr] = conns[:len(conns)-1]
+		c.mu.Unlock()
+		return conn, nil
+	}
+	c.mu.Unlock()
+	d := net.Dialer{Timeout: rpcDialTimeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_ = conn.SetWriteDeadline(deadline)
+	if _, err := conn.Write([]byte{connRPC}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+func (c *rpcClient) putConn(addr string, conn net.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || len(c.idle[addr]) >= maxIdlePerAddr {
+		conn.Close()
+		return
+	}
+	c.idle[addr] = append(c.idle[addr], conn)
+}
+
+// call sends req to addr and waits for the response. Transport failures are returned as errors
+// (the connection is dropped); Kafka errors are in the response.
+func (c *rpcClient) call(ctx context.Context, addr string, req *request) (*response, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(rpcCallTimeout)
+	}
+	req.TimeoutMs = max(time.Until(deadline).Milliseconds(), 1)
+	data, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := c.getConn(ctx, addr, deadline)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := roundTrip(ctx, conn, deadline, data)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	c.putConn(addr, conn)
+	return resp, nil
+}
+
+func roundTrip(ctx context.Context, conn net.Conn, deadline time.Time, data []byte) (*response, error) {
+	// Allow the server a little longer than the request's own timeout to answer.
+	_ = conn.SetDeadline(deadline.Add(500 * time.Millisecond))
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	if err := writeFrame(conn, data); err != nil {
+		return nil, err
+	}
+	out, err := readFrame(conn)
+	if err != nil {
+		return nil, err
+	}
+	if !stop() {
+		return nil, ctx.Err() // the deadline may have been cut short: don't reuse the conn
+	}
+	var resp response
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return nil, err
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return &resp, nil
+}
+
+func (c *rpcClient) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, conns := range c.idle {
+		for _, conn := range conns {
+			conn.Close()
+		}
+	}
+	c.idle = map[string][]net.Conn{}
+}
+
+// patientTransport is raft's NetworkTransport, except that AppendEntries towards a peer that
+// cannot be dialled is retried every dialRetry for as long as this node leads, instead of
+// failing at once. Raft backs off exponentially (to ~10 s) between failed AppendEntries and
+// nothing wakes it when the peer returns, so a broker restarted after a short outage would wait
+// seconds for the metadata log; with this it catches up within dialRetry of listening again.
+// Other RPCs (votes, snapshots, pipelines) pass through unchanged.
+type patientTransport struct {
+	*raft.NetworkTransport
+	keepTrying func() bool // this node still leads and is not shutting down
+}
+
+const (
+	dialRetry    = 50 * time.Millisecond
+	maxDialRetry = 10 * time.Minute
+)
+
+func (t *patientTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	deadline := time.Now().Add(maxDialRetry)
+	for {
+		err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+		var oe *net.OpError
+		if err == nil || !errors.As(err, &oe) || oe.Op != "dial" || time.Now().After(deadline) || !t.keepTrying() {
+			return err
+		}
+		time.Sleep(dialRetry)
+	}
+}
