@@ -69,7 +69,7 @@ commands:
   produce  send stdin lines as records: weir produce --topic T [--key-separator :] [--acks all|1|0]
   consume  print records: weir consume --topic T [--from beginning|end|OFFSET] [--max N] [--format '%k\t%v\n']
   group    list, describe (members, lag), delete consumer groups, reset their offsets
-  bench    load generator: weir bench produce|e2e|consume [--workload 1topic-16part-1kb-50k] [--out DIR]; weir bench disk --dir D
+  bench    load generator: weir bench produce|e2e|consume [--workload 1topic-16part-1kb-50k] [--out DIR]; weir bench disk --dir D; weir bench report [--update docs/benchmarks.md] DIR...
   hist     latency histograms: weir hist show x.hgrm; weir hist compare a.hgrm b.hgrm [--plot out.png|out.svg]
 
 Client commands take --bootstrap host:port (default 127.0.0.1:9092); 'weir <command> -h' lists flags.
