@@ -13,10 +13,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -499,5 +501,246 @@ func sortedAcks(as []ackedRecord) []ackedRecord {
 	return out
 }
 
-var _ = errors.Is
-var _ = kerr.NotEnoughReplicas
+// TestClusterPausedFollower: a follower stopped with SIGSTOP leaves the ISR while acks=all
+// writes go on (min.insync.replicas 2 of 3), and rejoins it after SIGCONT once caught up.
+func TestClusterPausedFollower(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"min.insync.replicas": "2", "replica.lag.time.max.ms": "2000"})
+	adm := kadm.NewClient(c.client())
+	const topic = "paused"
+	createReplicatedTopic(t, adm, topic, 1, 3, nil)
+	c.waitISR(adm, topic, 3, 30*time.Second)
+	ps, err := c.partitions(adm, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var follower int32 = -1
+	for _, id := range ps[0].Replicas {
+		if id != ps[0].Leader {
+			follower = id
+			break
+		}
+	}
+	prod := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(time.Millisecond))
+	var acked, failed atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 1_000_000; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			r := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte(strconv.Itoa(i))})
+			if r.FirstErr() != nil {
+				failed.Add(1)
+			} else {
+				acked.Add(1)
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		<-done
+	}()
+	waitFor(t, 20*time.Second, "acknowledged writes", func() (bool, string) { return acked.Load() > 100, "" })
+	c.signal(c.index(follower), syscall.SIGSTOP)
+	waitFor(t, 30*time.Second, fmt.Sprintf("broker %d out of the ISR", follower), func() (bool, string) {
+		ps, err := c.partitions(adm, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(ps[0].ISR) == 2 && !slices.Contains(ps[0].ISR, follower), fmt.Sprint(ps[0].ISR)
+	})
+	before := acked.Load()
+	waitFor(t, 20*time.Second, "writes acknowledged by the remaining ISR", func() (bool, string) {
+		return acked.Load() > before+100, fmt.Sprint(acked.Load())
+	})
+	c.signal(c.index(follower), syscall.SIGCONT)
+	waitFor(t, 40*time.Second, fmt.Sprintf("broker %d back in the ISR", follower), func() (bool, string) {
+		ps, err := c.partitions(adm, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.Contains(ps[0].ISR, follower), fmt.Sprint(ps[0].ISR)
+	})
+	t.Logf("acked %d, failed %d", acked.Load(), failed.Load())
+}
+
+// TestClusterNotEnoughReplicas: with two of three brokers stopped, acks=all is refused with
+// NOT_ENOUGH_REPLICAS and nothing is acknowledged or readable.
+func TestClusterNotEnoughReplicas(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"min.insync.replicas": "2"})
+	adm := kadm.NewClient(c.client())
+	const topic = "few"
+	createReplicatedTopic(t, adm, topic, 1, 3, nil)
+	c.waitISR(adm, topic, 3, 30*time.Second)
+	ps, err := c.partitions(adm, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := ps[0].Leader
+	var stopped []int32
+	for _, n := range c.nodes {
+		if n.id != leader && len(stopped) < 2 {
+			stopped = append(stopped, n.id)
+		}
+	}
+	for _, id := range stopped {
+		c.signal(c.index(id), syscall.SIGTERM)
+	}
+	survivor := c.nodes[c.index(leader)]
+	one := kadm.NewClient(c.clientAt(survivor))
+	waitFor(t, 30*time.Second, "ISR of the survivor alone", func() (bool, string) {
+		ps, err := c.partitions(one, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(ps[0].ISR) == 1 && ps[0].Leader == leader, fmt.Sprint(ps[0].Leader, ps[0].ISR)
+	})
+	prod := c.clientAt(survivor, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic),
+		kgo.RecordRetries(2), kgo.RecordDeliveryTimeout(5*time.Second), kgo.DisableIdempotentWrite())
+	for i := 0; i < 5; i++ {
+		err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte("never")}).FirstErr()
+		if !errors.Is(err, kerr.NotEnoughReplicas) {
+			t.Fatalf("produce with 1 of 3 in sync: %v, want NOT_ENOUGH_REPLICAS", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := one.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := ends.Lookup(topic, 0); o.Offset != 0 {
+		t.Fatalf("end offset %d after refused writes, want 0", o.Offset)
+	}
+	// acks=1 still works (it does not need the ISR).
+	one1 := c.clientAt(survivor, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DefaultProduceTopic(topic), kgo.DisableIdempotentWrite())
+	if err := one1.ProduceSync(context.Background(), &kgo.Record{Value: []byte("leader only")}).FirstErr(); err != nil {
+		t.Fatalf("acks=1 with 1 of 3 in sync: %v", err)
+	}
+}
+
+// clientAt is a client bootstrapped from one node only.
+func (c *testCluster) clientAt(n *clusterNode, opts ...kgo.Opt) *kgo.Client {
+	c.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(fmt.Sprintf("127.0.0.1:%d", n.port)), kgo.MetadataMinAge(100 * time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })}, opts...)...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(cl.Close)
+	return cl
+}
+
+// TestClusterGroupCoordinatorKill: a consumer group keeps consuming, and keeps its committed
+// offsets, while the broker hosting its coordinator is SIGKILLed.
+func TestClusterGroupCoordinatorKill(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"min.insync.replicas": "2", "offsets.topic.replication.factor": "3",
+		"default.replication.factor": "3"})
+	adm := kadm.NewClient(c.client())
+	const topic, group = "grouped", "g-failover"
+	createReplicatedTopic(t, adm, topic, 3, 3, nil)
+	c.waitISR(adm, topic, 3, 30*time.Second)
+	addr := c.addrs()[0]
+	produce := func(from, n int) {
+		t.Helper()
+		cl := c.client(kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()))
+		for i := from; i < from+n; i++ {
+			v := []byte(strconv.Itoa(i))
+			if err := cl.ProduceSync(context.Background(), &kgo.Record{Key: v, Value: v}).FirstErr(); err != nil {
+				t.Fatalf("produce %d: %v", i, err)
+			}
+		}
+	}
+	produce(0, 300)
+	m := startMember(t, addr, group, topic, "survivor", kgo.SeedBrokers(c.addrs()...), kgo.SessionTimeout(10*time.Second),
+		kgo.AutoCommitInterval(200*time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond))
+	waitSeen(t, []*groupMember{m}, 0, 300, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	coords := adm.FindGroupCoordinators(ctx, group)
+	coord := coords[group].NodeID
+	if c.index(coord) < 0 {
+		t.Fatalf("coordinator %d: %+v", coord, coords[group])
+	}
+	time.Sleep(500 * time.Millisecond) // let an auto-commit land
+	c.signal(c.index(coord), syscall.SIGKILL)
+	produce(300, 300)
+	waitSeen(t, []*groupMember{m}, 300, 600, 60*time.Second)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if err := m.cl.CommitUncommittedOffsets(ctx2); err != nil {
+		t.Fatalf("commit after the coordinator moved: %v", err)
+	}
+	var total int64
+	waitFor(t, 30*time.Second, "committed offsets covering all 600 records", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		os, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false, err.Error()
+		}
+		total = 0
+		os.Each(func(o kadm.OffsetResponse) { total += o.At })
+		return total == 600, fmt.Sprint(total)
+	})
+	newCoords := adm.FindGroupCoordinators(context.Background(), group)
+	t.Logf("coordinator moved from broker %d to %d; committed %d", coord, newCoords[group].NodeID, total)
+}
+
+// TestClusterControllerKill: the metadata quorum's leader is SIGKILLed; a new one is elected and
+// the cluster still elects partition leaders and creates topics.
+func TestClusterControllerKill(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	adm := kadm.NewClient(c.client())
+	createReplicatedTopic(t, adm, "before", 3, 3, nil)
+	c.waitISR(adm, "before", 3, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	md, err := adm.Metadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl := md.Controller
+	if c.index(ctrl) < 0 {
+		t.Fatalf("active controller %d", ctrl)
+	}
+	c.signal(c.index(ctrl), syscall.SIGKILL)
+	waitFor(t, 30*time.Second, "a new active controller and leaders without the killed broker", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		md, err := adm.Metadata(ctx, "before")
+		if err != nil {
+			return false, err.Error()
+		}
+		if md.Controller == ctrl || md.Controller < 0 {
+			return false, fmt.Sprintf("controller %d", md.Controller)
+		}
+		for _, p := range md.Topics["before"].Partitions {
+			if p.Leader == ctrl || p.Leader < 0 {
+				return false, fmt.Sprintf("partition %d leader %d", p.Partition, p.Leader)
+			}
+		}
+		return true, ""
+	})
+	createReplicatedTopic(t, adm, "after", 3, 2, nil)
+	waitFor(t, 30*time.Second, "leaders for a topic created after the controller died", func() (bool, string) {
+		ps, err := c.partitions(adm, "after")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range ps {
+			if p.Leader < 0 || p.Leader == ctrl {
+				return false, fmt.Sprintf("partition %d leader %d", p.Partition, p.Leader)
+			}
+		}
+		return true, ""
+	})
+	prod := c.client(kgo.DefaultProduceTopic("after"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("produce after the controller died: %v", err)
+	}
+}
