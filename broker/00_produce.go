@@ -105,7 +105,11 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 				default:
 					l := rep.log
 					var info engine.AppendInfo
-					info, err = b.appendProduced(l, rp.Records)
+					if len(rp.Records) == 0 {
+						err = fmt.Errorf("empty record set: %w", kerr.InvalidRecord)
+					} else {
+						info, epoch, err = rep.appendAsLeader(rp.Records)
+					}
 					if err == nil {
 						sp.BaseOffset = info.BaseOffset
 						sp.LogStartOffset = l.LogStartOffset()
@@ -161,12 +165,4 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 		}
 		return netio.Reply{Response: resp}
 	}}
-}
-
-// appendProduced appends one partition's records (one batch).
-func (b *Broker) appendProduced(l *engine.Log, records []byte) (engine.AppendInfo, error) {
-	if len(records) == 0 {
-		return engine.AppendInfo{}, fmt.Errorf("empty record set: %w", kerr.InvalidRecord)
-	}
-	return l.Append(records)
 }

@@ -168,7 +168,14 @@ type offsetsLog struct {
 }
 
 func (o offsetsLog) Append(batch []byte) (int64, error) {
-	info, err := o.l.Append(batch)
+	rep := o.b.rm.get(engine.TopicPartition{Topic: o.l.Topic(), Partition: o.l.Partition()})
+	if rep == nil {
+		return 0, fmt.Errorf("%s-%d is not hosted here: %w", o.l.Topic(), o.l.Partition(), kerr.NotCoordinator)
+	}
+	info, _, err := rep.appendAsLeader(batch)
+	if errors.Is(err, kerr.NotLeaderForPartition) {
+		err = fmt.Errorf("%v: %w", err, kerr.NotCoordinator)
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -49,6 +49,10 @@ type replica struct {
 	log   *engine.Log
 	local bool // a single-replica partition: its high watermark follows its own log
 
+	// roleMu orders appends against role changes: a leader's appends hold it for reading, a
+	// role change for writing, so nothing is appended after this broker stops leading.
+	roleMu sync.RWMutex
+
 	mu        sync.Mutex
 	info      replication.PartitionInfo
 	leading   bool
@@ -166,12 +170,11 @@ func (rm *replicaManager) reconcile() {
 				slog.Error("creating partition log", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 				continue
 			}
-			r = &replica{rm: rm, tp: tp, topic: w.t.ID, log: l, epoch: -1}
+			r = &replica{rm: rm, tp: tp, topic: w.t.ID, log: l, epoch: -1, local: len(w.info.Replicas) == 1}
 			rm.mu.Lock()
 			rm.parts[tp] = r
 			rm.mu.Unlock()
 		}
-		r.local = len(w.info.Replicas) == 1
 		cfg := b.cfg.LogConfig(w.t.Configs)
 		cfg.LocalHighWatermark = r.local
 		if old := r.log.Config(); old.LocalHighWatermark != cfg.LocalHighWatermark {
@@ -191,9 +194,11 @@ func (rm *replicaManager) reconcile() {
 		}
 	}
 	for _, r := range gone {
+		r.roleMu.Lock()
 		r.mu.Lock()
 		r.resignLocked()
 		r.mu.Unlock()
+		r.roleMu.Unlock()
 		if _, still := img.TopicsByID[r.topic]; still {
 			slog.Warn("replica no longer assigned to this broker; log left in place", "topic", r.tp.Topic, "partition", r.tp.Partition)
 			continue
@@ -231,6 +236,8 @@ func (rm *replicaManager) ensureLog(tp engine.TopicPartition, t *replication.Top
 // apply takes the partition's state from the image.
 func (r *replica) apply(info replication.PartitionInfo) {
 	me := r.rm.b.nodeID
+	r.roleMu.Lock()
+	defer r.roleMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.info = info
@@ -339,8 +346,8 @@ func (r *replica) followerFetched(id int32, offset int64, currentEpoch int32) er
 	if err := r.checkLeaderLocked(currentEpoch); err != nil {
 		return err
 	}
-	if r.state == nil {
-		return nil
+	if r.state == nil || offset > r.log.LogEndOffset() {
+		return nil // past the log end: the read answers OFFSET_OUT_OF_RANGE
 	}
 	hw, change := r.state.UpdateFollower(id, offset, time.Now())
 	if hw {
@@ -466,4 +473,19 @@ func (r *replica) waitCommitted(upTo int64, epoch int32, minISR int, deadline <-
 			return fmt.Errorf("connection closing: %w", kerr.RequestTimedOut)
 		}
 	}
+}
+
+// appendAsLeader appends a producer's batch if this broker leads the partition, holding the
+// role for the duration of the append. It returns the leader epoch appended under.
+func (r *replica) appendAsLeader(batch []byte) (engine.AppendInfo, int32, error) {
+	r.roleMu.RLock()
+	defer r.roleMu.RUnlock()
+	r.mu.Lock()
+	leading, epoch := r.leading, r.epoch
+	r.mu.Unlock()
+	if !leading {
+		return engine.AppendInfo{}, -1, fmt.Errorf("this broker does not lead %s-%d: %w", r.tp.Topic, r.tp.Partition, kerr.NotLeaderForPartition)
+	}
+	info, err := r.log.Append(batch)
+	return info, epoch, err
 }

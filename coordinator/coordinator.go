@@ -683,19 +683,26 @@ func (c *Coordinator) Elect(p int32) {
 	c.pstate[p] = partLoading
 	c.pgen[p]++
 	gen := c.pgen[p]
+	c.mu.Unlock()
+	l, ok := c.cfg.Store.Existing(p)
+	if !ok {
+		// Nothing stored yet: owned and loaded at once.
+		c.mu.Lock()
+		if c.pgen[p] == gen {
+			c.pstate[p] = partLoaded
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
 	c.wg.Add(1)
 	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
-		l, ok := c.cfg.Store.Existing(p)
-		if !ok {
-			c.mu.Lock()
-			if c.pgen[p] == gen {
-				c.pstate[p] = partLoaded
-			}
-			c.mu.Unlock()
-			return
-		}
 		start := time.Now()
 		groups, err := c.loadPartition(l)
 		c.mu.Lock()
