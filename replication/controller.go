@@ -691,6 +691,8 @@ func (c *Controller) execute(ctx context.Context, req *request) *response {
 		cmd = &command{Op: opAllocPIDs, N: req.N}
 	case reqControlledStop:
 		cmd = &command{Op: opControlledStop, BrokerID: req.BrokerID}
+	case reqPutRecords:
+		cmd = &command{Op: opPutRecords, Kind: req.Kind, Puts: req.Puts, Deletes: req.Deletes}
 	default:
 		return errorResponse(kerrf(kerr.InvalidRequest, "unknown controller request %q", req.Op))
 	}
@@ -1058,4 +1060,15 @@ func planPartitions(img *Image, name string, total int32, assignment [][]int32) 
 		assignment = place(brokers, start, int(cur), int(total-cur), rf)
 	}
 	return &command{Op: opCreatePartitions, Name: name, Base: cur, Partitions: newPartitions(img, assignment)}, nil
+}
+
+// PutRecords atomically stores puts and removes deletes among the records of kind (ACL
+// bindings, SCRAM credentials: Image.Records). It returns once the change is in this broker's
+// image.
+func (c *Controller) PutRecords(ctx context.Context, kind string, puts map[string]string, deletes []string) error {
+	if kind == "" || len(kind) > 64 {
+		return kerrf(kerr.InvalidRequest, "record kind %q", kind)
+	}
+	_, err := c.submit(ctx, &request{Op: reqPutRecords, Kind: kind, Puts: puts, Deletes: deletes})
+	return err
 }

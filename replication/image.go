@@ -57,6 +57,9 @@ type Image struct {
 	Topics         map[string]*TopicInfo
 	TopicsByID     map[[16]byte]*TopicInfo
 	NextProducerID int64
+	// Records are small keyed values other packages keep in the metadata log (ACL bindings,
+	// SCRAM credentials), by kind then key. Values are opaque strings (JSON by convention).
+	Records map[string]map[string]string
 }
 
 // firstProducerID is the NextProducerID of an empty image.
@@ -69,6 +72,7 @@ func newImage(clusterID string) *Image {
 		Topics:         map[string]*TopicInfo{},
 		TopicsByID:     map[[16]byte]*TopicInfo{},
 		NextProducerID: firstProducerID,
+		Records:        map[string]map[string]string{},
 	}
 }
 
@@ -104,6 +108,7 @@ const (
 	opAlterPartition   = "alter_partition"
 	opAllocPIDs        = "alloc_pids"
 	opInitCluster      = "init_cluster"
+	opPutRecords       = "put_records"
 )
 
 // command is one entry of the metadata log. Everything non-deterministic (placement, random
@@ -122,6 +127,9 @@ type command struct {
 	N          int64                  `json:"n,omitempty"`
 	Unclean    []string               `json:"unclean,omitempty"`
 	ClusterID  string                 `json:"cluster_id,omitempty"`
+	Kind       string                 `json:"kind,omitempty"`
+	Puts       map[string]string      `json:"puts,omitempty"`
+	Deletes    []string               `json:"deletes,omitempty"`
 }
 
 // applyResult is what the FSM returns for a command (seen by the proposer on the raft leader).
@@ -405,6 +413,29 @@ func apply(old *Image, index uint64, cmd *command) (*Image, *applyResult) {
 		res.first = b.img.NextProducerID
 		b.img.NextProducerID += cmd.N
 		b.changed = true
+	case opPutRecords:
+		if cmd.Kind == "" {
+			res.err = kerrf(kerr.InvalidRequest, "records without a kind")
+			break
+		}
+		old := b.img.Records[cmd.Kind]
+		next := make(map[string]string, len(old)+len(cmd.Puts))
+		for k, v := range old {
+			next[k] = v
+		}
+		for _, k := range cmd.Deletes {
+			delete(next, k)
+		}
+		for k, v := range cmd.Puts {
+			next[k] = v
+		}
+		recs := make(map[string]map[string]string, len(b.img.Records)+1)
+		for k, v := range b.img.Records {
+			recs[k] = v
+		}
+		recs[cmd.Kind] = next
+		b.img.Records = recs
+		b.changed = true
 	case opInitCluster:
 		// The first controller's cluster id wins; later ones are ignored.
 		if b.img.ClusterID == "" && cmd.ClusterID != "" {
@@ -491,16 +522,17 @@ func cloneTopic(t *TopicInfo) *TopicInfo {
 // ---- snapshot encoding ----
 
 type imageSnapshot struct {
-	Version        int          `json:"version"`
-	Index          uint64       `json:"index"`
-	ClusterID      string       `json:"cluster_id"`
-	Brokers        []BrokerInfo `json:"brokers"`
-	Topics         []*TopicInfo `json:"topics"`
-	NextProducerID int64        `json:"next_producer_id"`
+	Version        int                          `json:"version"`
+	Index          uint64                       `json:"index"`
+	ClusterID      string                       `json:"cluster_id"`
+	Brokers        []BrokerInfo                 `json:"brokers"`
+	Topics         []*TopicInfo                 `json:"topics"`
+	NextProducerID int64                        `json:"next_producer_id"`
+	Records        map[string]map[string]string `json:"records,omitempty"`
 }
 
 func encodeImage(img *Image) ([]byte, error) {
-	s := imageSnapshot{Version: 1, Index: img.Index, ClusterID: img.ClusterID, NextProducerID: img.NextProducerID}
+	s := imageSnapshot{Version: 1, Index: img.Index, ClusterID: img.ClusterID, NextProducerID: img.NextProducerID, Records: img.Records}
 	for _, b := range img.Brokers {
 		s.Brokers = append(s.Brokers, b)
 	}
@@ -522,6 +554,9 @@ func decodeImage(data []byte) (*Image, error) {
 	img := newImage(s.ClusterID)
 	img.Index = s.Index
 	img.NextProducerID = s.NextProducerID
+	for k, v := range s.Records {
+		img.Records[k] = v
+	}
 	for _, b := range s.Brokers {
 		img.Brokers[b.ID] = b
 	}

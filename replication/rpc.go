@@ -267,6 +267,7 @@ const (
 	reqAlterPartition   = "alter_partition"
 	reqAllocPIDs        = "alloc_pids"
 	reqControlledStop   = "controlled_shutdown"
+	reqPutRecords       = "put_records"
 )
 
 type request struct {
@@ -283,6 +284,9 @@ type request struct {
 	Configs        map[string]string      `json:"configs,omitempty"`
 	AlterPartition *AlterPartitionRequest `json:"alter_partition,omitempty"`
 	N              int64                  `json:"n,omitempty"`
+	Kind           string                 `json:"kind,omitempty"`
+	Puts           map[string]string      `json:"puts,omitempty"`
+	Deletes        []string               `json:"deletes,omitempty"`
 }
 
 type response struct {
