@@ -31,10 +31,12 @@ type conn struct {
 
 // queued is a reply waiting for its turn on the writer, with the buffer its request aliases.
 type queued struct {
-	corr  int32
-	key   int16
-	reply Reply
-	frame *bytebufferpool.ByteBuffer
+	corr     int32
+	key      int16
+	version  int16
+	received time.Time
+	reply    Reply
+	frame    *bytebufferpool.ByteBuffer
 }
 
 func newConn(s *Server, nc *net.TCPConn, listener string) *conn {
@@ -155,7 +157,7 @@ func (c *conn) dispatch(frame *bytebufferpool.ByteBuffer) (q queued, ok bool) {
 	if !ok {
 		return q, false
 	}
-	return queued{corr: req.CorrelationID, key: req.Key, reply: reply, frame: frame}, true
+	return queued{corr: req.CorrelationID, key: req.Key, version: req.Version, received: received, reply: reply, frame: frame}, true
 }
 
 // call runs a handler, turning a panic into a closed connection.
@@ -193,6 +195,9 @@ func (c *conn) writeLoop() {
 		}
 		if r.Body != nil {
 			r.Body.Release()
+		}
+		if o := c.srv.cfg.Observer; o != nil && !q.received.IsZero() {
+			o.RequestDone(q.key, q.version, time.Since(q.received))
 		}
 		bytebufferpool.Put(q.frame)
 		if r.Close && !broken {

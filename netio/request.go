@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,7 +34,27 @@ type ConnInfo struct {
 	// Closing is closed once the connection stops reading requests (the client went away, an
 	// error, or server shutdown): a Deferred reply parked on a long wait should finish early.
 	Closing <-chan struct{}
+
+	principal atomic.Pointer[string]
 }
+
+// AnonymousPrincipal is the principal of an unauthenticated connection (Kafka's User:ANONYMOUS).
+const AnonymousPrincipal = "User:ANONYMOUS"
+
+// Principal is the connection's authenticated principal ("User:alice"), or AnonymousPrincipal.
+func (c *ConnInfo) Principal() string {
+	if c == nil {
+		return AnonymousPrincipal
+	}
+	if p := c.principal.Load(); p != nil {
+		return *p
+	}
+	return AnonymousPrincipal
+}
+
+// SetPrincipal records the principal a connection authenticated as (SASL, or a TLS client
+// certificate).
+func (c *ConnInfo) SetPrincipal(p string) { c.principal.Store(&p) }
 
 var errBadHeader = errors.New("malformed request header")
 

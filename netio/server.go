@@ -23,6 +23,16 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxInFlight is how many requests of one connection may be outstanding (default 64).
 	MaxInFlight int
+	// Observer, when set, is told about every answered request (metrics).
+	Observer Observer
+}
+
+// Observer receives per-request measurements. It is called from connection goroutines, so it
+// must be cheap and safe for concurrent use.
+type Observer interface {
+	// RequestDone is called once a request's reply was written (or dropped: acks=0, a broken
+	// connection), with the time from reading the request to then.
+	RequestDone(key, version int16, d time.Duration)
 }
 
 func (c *Config) fill() {
