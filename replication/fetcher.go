@@ -69,6 +69,7 @@ type followed struct {
 	active    bool
 	truncated bool // divergence check done for this leader epoch
 	failures  int
+	retryAt   time.Time // after a partition error: not fetched again before this
 }
 
 // NewFetchers returns an empty fetcher set.
@@ -301,15 +302,23 @@ func (s *sourceFetcher) round(parts []*followed) error {
 		}
 	}
 	var fetch []*followed
+	now := time.Now()
 	for _, p := range parts {
-		if p.truncated {
+		if p.truncated && !now.Before(p.retryAt) {
 			fetch = append(fetch, p)
 		}
 	}
 	if len(fetch) == 0 {
+		wait := s.f.cfg.Backoff
+		for _, p := range parts {
+			if p.truncated && p.retryAt.After(now) {
+				wait = min(wait, p.retryAt.Sub(now))
+			}
+		}
 		select {
 		case <-s.ctx.Done():
-		case <-time.After(s.f.cfg.Backoff):
+		case <-s.changed:
+		case <-time.After(wait):
 		}
 		return nil
 	}
@@ -423,6 +432,9 @@ func (s *sourceFetcher) truncateTo(p *followed, leaderEpoch int32, endOffset int
 // the next image (Set), others back off.
 func (s *sourceFetcher) partitionError(p *followed, err error) {
 	p.failures++
+	// Back off this partition (the others keep their long polls): a stale leader answers at
+	// once, and the new image usually arrives within milliseconds.
+	p.retryAt = time.Now().Add(min(time.Duration(p.failures)*20*time.Millisecond, s.f.cfg.Backoff))
 	if p.failures == 1 || p.failures%20 == 0 {
 		s.f.cfg.Logger.Debug("replica fetch partition error", "topic", p.Topic, "partition", p.Partition, "leader", s.source, "err", err)
 	}
