@@ -744,3 +744,39 @@ func TestClusterControllerKill(t *testing.T) {
 		t.Fatalf("produce after the controller died: %v", err)
 	}
 }
+
+// TestClusterControlledShutdown: SIGTERM on a partition leader moves its leadership to another
+// in-sync replica before the broker stops (well before the session timeout would), and acks=all
+// writes go on.
+func TestClusterControlledShutdown(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"min.insync.replicas": "2", "broker.session.timeout.ms": "20000"})
+	adm := kadm.NewClient(c.client())
+	const topic = "moving"
+	createReplicatedTopic(t, adm, topic, 1, 3, nil)
+	c.waitISR(adm, topic, 3, 30*time.Second)
+	ps, err := c.partitions(adm, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := ps[0].Leader
+	start := time.Now()
+	c.signal(c.index(leader), syscall.SIGTERM) // waits for the exit
+	stopped := time.Since(start)
+	// With a 20 s session timeout only the controlled shutdown can move the leadership this
+	// soon (the other brokers apply the committed change within milliseconds).
+	waitFor(t, 2*time.Second, "a new leader after the controlled shutdown", func() (bool, string) {
+		ps, err = c.partitions(adm, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		return ps[0].Leader != leader && ps[0].Leader >= 0, fmt.Sprintf("leader %d isr %v (stop took %v)", ps[0].Leader, ps[0].ISR, stopped)
+	})
+	if slices.Contains(ps[0].ISR, leader) {
+		t.Errorf("stopped broker %d still in the ISR %v", leader, ps[0].ISR)
+	}
+	prod := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(10*time.Second))
+	if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatalf("acks=all after the controlled shutdown: %v", err)
+	}
+	t.Logf("broker %d stopped in %v; new leader %d, isr %v", leader, stopped, ps[0].Leader, ps[0].ISR)
+}
