@@ -23,10 +23,20 @@ bench-compare:
 	@test -n "$(OLD)" || { echo "usage: make bench-compare OLD=<git rev> [COUNT=6] [BENCH=regexp]"; exit 2; }
 	scripts/bench-compare.sh $(OLD)
 
+## cluster: three brokers on 127.0.0.1:9092-9094 (controllers on 19093-19095), data and logs in ./data-cluster/node-N
+.PHONY: cluster
+cluster:
+	$(GO) build -o bin/weir ./cmd/weir && ./bin/weir dev-cluster -n 3
+
 ## bench-vs-kafka: weir against Apache Kafka with `weir bench` (QUICK=1 for 5 s runs; DURATION, WARMUP, REPS; OUT=dir)
 .PHONY: bench-vs-kafka
 bench-vs-kafka:
 	scripts/bench-vs-kafka.sh $(OUT)
+
+## bench-cluster: 3-broker weir cluster (RF=3): acks=all produce vs a 3-node Kafka, failover time, follower catch-up (QUICK=1; OUT=dir)
+.PHONY: bench-cluster
+bench-cluster:
+	scripts/bench-cluster.sh $(OUT)
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s

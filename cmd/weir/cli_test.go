@@ -57,7 +57,7 @@ func TestCLITopicProduceConsume(t *testing.T) {
 		t.Fatalf("list: %q", out)
 	}
 	out := run("describe", "orders")
-	for _, want := range []string{"Topic: orders\t", "PartitionCount: 1\t", "ReplicationFactor: 1\t", "Configs: retention.ms=60000\n", "\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1\n"} {
+	for _, want := range []string{"Topic: orders\t", "PartitionCount: 1\t", "ReplicationFactor: 1\t", "Configs: retention.ms=60000\n", "\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1\tLeaderEpoch: 0\tOffline: \n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("describe output %q lacks %q", out, want)
 		}

@@ -5,6 +5,8 @@
 //	weir produce --topic T [--key-separator SEP] [--acks all|1|0] < lines
 //	weir consume --topic T [--from beginning|end|OFFSET] [--max N] [--format '%k\t%v\n']
 //	weir group list|describe|delete|reset-offsets [GROUP ...] [flags]
+//	weir dev-cluster [-n 3] [--dir ./data-cluster] [--base-port 9092] [--controller-base-port 19093] [--set key=value ...]
+//	weir cluster info [--bootstrap host:port]
 package main
 
 import (
@@ -28,7 +30,7 @@ func main() {
 		err = serve(os.Args[2:])
 	case "hist":
 		err = histCmd(os.Args[2:], os.Stdout)
-	case "topic", "produce", "consume", "group", "bench":
+	case "topic", "produce", "consume", "group", "bench", "cluster", "dev-cluster":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		switch os.Args[1] {
 		case "topic":
@@ -41,6 +43,10 @@ func main() {
 			err = groupCmd(ctx, os.Args[2:], os.Stdout)
 		case "bench":
 			err = benchCmd(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		case "cluster":
+			err = clusterCmd(ctx, os.Args[2:], os.Stdout)
+		case "dev-cluster":
+			err = devClusterCmd(ctx, os.Args[2:], os.Stdout)
 		}
 		stop()
 	case "-h", "--help", "help":
@@ -65,7 +71,10 @@ func usage() {
 
 commands:
   serve    run a broker (no flags: 127.0.0.1:9092, data in ./data)
-  topic    create, list, describe or delete topics: weir topic create NAME --partitions 3
+  dev-cluster
+           n brokers on 127.0.0.1, child processes: weir dev-cluster [-n 3] [--dir ./data-cluster] [--base-port 9092]
+  cluster  cluster id, controller, brokers, leaderless and under-replicated partitions: weir cluster info
+  topic    create, list, describe or delete topics: weir topic create NAME --partitions 3; weir topic describe --under-replicated
   produce  send stdin lines as records: weir produce --topic T [--key-separator :] [--acks all|1|0]
   consume  print records: weir consume --topic T [--from beginning|end|OFFSET] [--max N] [--format '%k\t%v\n']
   group    list, describe (members, lag), delete consumer groups, reset their offsets

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -87,7 +88,7 @@ const topicUsage = `usage: weir topic <create|list|describe|delete> [flags]
 
   weir topic create NAME [--partitions N] [--replication-factor R] [--config key=value ...]
   weir topic list
-  weir topic describe [NAME ...]
+  weir topic describe [NAME ...] [--under-replicated]
   weir topic delete NAME [NAME ...]
 
 Every subcommand takes --bootstrap host:port[,host:port] (default 127.0.0.1:9092).
@@ -106,6 +107,7 @@ func topicCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	replication := fs.Int("replication-factor", -1, "replicas of each partition (-1: the broker's default.replication.factor)")
 	configs := configFlags{}
 	fs.Var(configs, "config", "topic config override key=value (repeatable)")
+	onlyUnder := fs.Bool("under-replicated", false, "describe: list only the under-replicated partitions (ISR smaller than the replicas), of every topic when no NAME is given")
 	switch sub {
 	case "create", "list", "describe", "delete":
 	case "-h", "--help", "help":
@@ -117,6 +119,9 @@ func topicCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	names, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
+	}
+	if *onlyUnder && sub != "describe" {
+		return errors.New("--under-replicated goes with weir topic describe")
 	}
 	cl, err := cf.client()
 	if err != nil {
@@ -149,6 +154,9 @@ func topicCmd(ctx context.Context, args []string, stdout io.Writer) error {
 			fmt.Fprintln(stdout, name)
 		}
 	case "describe":
+		if *onlyUnder {
+			return describeUnderReplicated(ctx, adm, names, stdout)
+		}
 		return describeTopics(ctx, adm, names, stdout)
 	case "delete":
 		if len(names) == 0 {
@@ -176,7 +184,8 @@ func topicCmd(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // describeTopics prints topics as kafka-topics --describe does: a line per topic with its id,
-// partition count, replication factor and overridden configs, then a line per partition.
+// partition count, replication factor and overridden configs, then a line per partition (see
+// printPartition).
 func describeTopics(ctx context.Context, adm *kadm.Client, names []string, stdout io.Writer) error {
 	topics, err := adm.ListTopicsWithInternal(ctx, names...)
 	if err != nil {
@@ -216,11 +225,52 @@ func describeTopics(ctx context.Context, adm *kadm.Client, names []string, stdou
 		fmt.Fprintf(stdout, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
 			name, base64.RawURLEncoding.EncodeToString(d.ID[:]), len(parts), rf, strings.Join(overrides[name], ","))
 		for _, p := range parts {
-			fmt.Fprintf(stdout, "\tTopic: %s\tPartition: %d\tLeader: %d\tReplicas: %s\tIsr: %s\n",
-				name, p.Partition, p.Leader, joinIDs(p.Replicas), joinIDs(p.ISR))
+			printPartition(stdout, name, p)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// describeUnderReplicated prints a partition line for each under-replicated partition of the
+// named topics (every topic, internal ones included, when names is empty), as kafka-topics
+// --describe --under-replicated-partitions does: no topic lines, nothing when all is well.
+func describeUnderReplicated(ctx context.Context, adm *kadm.Client, names []string, stdout io.Writer) error {
+	topics, err := adm.ListTopicsWithInternal(ctx, names...)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range topics.Names() {
+		d := topics[name]
+		if d.Err != nil {
+			errs = append(errs, fmt.Errorf("topic %s: %w", name, d.Err))
+			continue
+		}
+		for _, p := range d.Partitions.Sorted() {
+			if underReplicated(p) {
+				printPartition(stdout, name, p)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// printPartition prints one partition line: kafka-topics' leader, replicas and ISR, then the
+// leader epoch, the offline replicas, and markers for a partition without a leader or with an
+// ISR smaller than its replicas.
+func printPartition(w io.Writer, topic string, p kadm.PartitionDetail) {
+	fmt.Fprintf(w, "\tTopic: %s\tPartition: %d\tLeader: %d\tReplicas: %s\tIsr: %s\tLeaderEpoch: %d\tOffline: %s",
+		topic, p.Partition, p.Leader, joinIDs(p.Replicas), joinIDs(p.ISR), p.LeaderEpoch, joinIDs(p.OfflineReplicas))
+	if p.Leader < 0 {
+		fmt.Fprint(w, "\tNO LEADER")
+	}
+	if underReplicated(p) {
+		fmt.Fprint(w, "\tUNDER-REPLICATED")
+	}
+	if p.Err != nil && !errors.Is(p.Err, kerr.LeaderNotAvailable) {
+		fmt.Fprintf(w, "\tError: %v", p.Err)
+	}
+	fmt.Fprintln(w)
 }
 
 func joinIDs(ids []int32) string {

@@ -1,0 +1,10 @@
+package main
+
+import "syscall"
+
+// devSysProcAttr puts a dev-cluster node in its own process group (a terminal's Ctrl-C reaches
+// only dev-cluster, which then stops the nodes) and has the kernel SIGTERM it should
+// dev-cluster die without stopping it.
+func devSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+}
