@@ -70,6 +70,10 @@ type followed struct {
 	truncated bool // divergence check done for this leader epoch
 	failures  int
 	retryAt   time.Time // after a partition error: not fetched again before this
+	// fetchFrom, when above the log end, is where fetching resumes: the leader's log start,
+	// after the local log was found entirely below it (an empty or long-gone replica) and
+	// emptied.
+	fetchFrom int64
 }
 
 // NewFetchers returns an empty fetcher set.
@@ -462,7 +466,7 @@ func (s *sourceFetcher) fetch(parts []*followed) error {
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = p.Partition
 		rp.CurrentLeaderEpoch = p.LeaderEpoch
-		rp.FetchOffset = p.Log.LogEndOffset()
+		rp.FetchOffset = max(p.Log.LogEndOffset(), p.fetchFrom)
 		rp.LogStartOffset = p.Log.LogStartOffset()
 		rp.PartitionMaxBytes = s.f.cfg.PartitionMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
@@ -486,7 +490,13 @@ func (s *sourceFetcher) fetch(parts []*followed) error {
 			}
 			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
 				if errors.Is(err, kerr.OffsetOutOfRange) {
-					p.truncated = false // check the divergence again
+					if rp.LogStartOffset > max(p.Log.LogEndOffset(), p.fetchFrom) {
+						if err := s.restartAt(p, rp.LogStartOffset); err != nil {
+							return err
+						}
+						continue
+					}
+					p.truncated = false // past the leader's end: check the divergence again
 				}
 				s.partitionError(p, err)
 				continue
@@ -539,6 +549,27 @@ func (s *sourceFetcher) apply(p *followed, rp *kmsg.FetchResponseTopicPartition)
 		}
 	}
 	return appended, nil
+}
+
+// restartAt handles a local log that ends before the leader's log start (the leader's
+// retention or DeleteRecords removed what this replica would fetch next): the local log is
+// emptied and fetching resumes at the leader's log start, as Kafka's truncateFullyAndStartAt.
+func (s *sourceFetcher) restartAt(p *followed, leaderStart int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.active {
+		return nil
+	}
+	l := p.Log
+	s.f.cfg.Logger.Info("follower log ends before the leader's log start; starting over there",
+		"topic", p.Topic, "partition", p.Partition, "log_end", l.LogEndOffset(), "leader_log_start", leaderStart, "leader", s.source)
+	if l.LogEndOffset() > l.LogStartOffset() {
+		if err := l.TruncateTo(l.LogStartOffset()); err != nil {
+			return fmt.Errorf("empty follower %s-%d: %w", p.Topic, p.Partition, err)
+		}
+	}
+	p.fetchFrom = leaderStart
+	return nil
 }
 
 // wholeBatches drops a trailing partial batch (a leader may cut a response inside one).
