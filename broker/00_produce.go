@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
 )
@@ -53,6 +54,7 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 	resp.SetVersion(r.Version)
 	badAcks := req.Acks != 0 && req.Acks != 1 && req.Acks != -1
 	var pending []pendingAppend
+	denied := b.topicDenied(r, acl.OpWrite) // ACL: WRITE on each topic (authz.go)
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -68,6 +70,7 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 		} else {
 			t, found = b.topics.get(rt.Topic)
 		}
+		unauthorized := denied != nil && (found || r.Version < 13) && denied(topicNameOf(rt.Topic, t.Name, r.Version >= 13))
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
@@ -81,6 +84,8 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 				err = fmt.Errorf("acks %d: %w", req.Acks, kerr.InvalidRequiredAcks)
 			case req.TransactionID != nil:
 				err = fmt.Errorf("transactional produce is not supported: %w", kerr.TransactionalIDAuthorizationFailed)
+			case unauthorized:
+				err = kerr.TopicAuthorizationFailed
 			case !found || rp.Partition < 0 || rp.Partition >= t.Partitions:
 				err = missing
 			}
@@ -133,10 +138,13 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 			}
 		}
 	}
+	b.observeProduced(r.Version, req, resp) // bytes and records in, per topic (metrics.go)
 	if req.Acks == 0 {
+		b.observeProduceErrors(resp)
 		return netio.Reply{None: true}
 	}
 	if len(pending) == 0 {
+		b.observeProduceErrors(resp)
 		return netio.Reply{Response: resp}
 	}
 	var closing <-chan struct{}
@@ -163,6 +171,7 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 				p.part.BaseOffset = -1
 			}
 		}
+		b.observeProduceErrors(resp)
 		return netio.Reply{Response: resp}
 	}}
 }

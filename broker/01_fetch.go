@@ -36,11 +36,16 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 		enc := newFetchEncoder(r.Version)
 		enc.begin(0, kerr.FetchSessionIDNotFound.Code, 0, 0)
 		enc.end()
+		b.obs.reg.FetchError(kerr.FetchSessionIDNotFound.Code)
 		return netio.Reply{Body: enc.body}
 	}
-	body, total, watches := b.buildFetch(r.Version, req)
+	// The tally counts bytes out and errors of the response actually sent (metrics.go).
+	tally := fetchTally{b: b}
+	denied := b.fetchDenied(r, req) // ACL: READ on topics, CLUSTER_ACTION for replicas (authz_handlers.go)
+	body, total, watches := b.buildFetch(r.Version, req, &tally, denied)
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if total >= int64(req.MinBytes) || wait <= 0 || len(watches) == 0 {
+		tally.commit()
 		return netio.Reply{Body: body}
 	}
 	body.Release()
@@ -52,18 +57,22 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 	return netio.Reply{Deferred: func() netio.Reply {
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
+		tally := fetchTally{b: b}
 		for {
 			// The connection closing (client gone, or broker shutdown) ends the wait too, so
 			// a shutdown answers parked fetches at once instead of after their max wait.
 			if waitAny(append(watches, closing), timer.C) {
-				body, _, _ := b.buildFetch(r.Version, req)
+				body, _, _ := b.buildFetch(r.Version, req, &tally, denied)
+				tally.commit()
 				return netio.Reply{Body: body}
 			}
-			body, total, w := b.buildFetch(r.Version, req)
+			body, total, w := b.buildFetch(r.Version, req, &tally, denied)
 			if total >= int64(req.MinBytes) || time.Now().After(deadline) || isClosed(closing) || len(w) == 0 {
+				tally.commit()
 				return netio.Reply{Body: body}
 			}
 			body.Release()
+			tally.reset()
 			watches = w
 		}
 	}}
@@ -115,7 +124,8 @@ func waitAny(chs []<-chan struct{}, timer <-chan time.Time) (timedOut bool) {
 // the record bytes it holds, and (for a long poll) the high-watermark notifications of the
 // partitions read, taken before reading so no append is missed. When a partition has an error
 // it returns no notifications: as in Kafka, an error is answered at once, not after max_wait_ms.
-func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest) (*netio.Body, int64, []<-chan struct{}) {
+// Topics denied (ACLs; nil: none) answer TOPIC_AUTHORIZATION_FAILED.
+func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest, tally *fetchTally, denied func(string) bool) (*netio.Body, int64, []<-chan struct{}) {
 	enc := newFetchEncoder(version)
 	enc.begin(0, 0, 0, len(req.Topics))
 	iso := engine.ReadUpToHighWatermark
@@ -126,6 +136,7 @@ func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest) (*netio.Body,
 	if replicaID >= 0 {
 		iso = engine.ReadUpToLogEnd
 	}
+	tally.replica = replicaID >= 0
 	maxBytes := int64(req.MaxBytes)
 	if maxBytes <= 0 {
 		maxBytes = 1 << 31
@@ -145,9 +156,18 @@ func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest) (*netio.Body,
 			t, ok = b.topics.get(rt.Topic)
 		}
 		enc.topic(rt.Topic, rt.TopicID, len(rt.Partitions))
+		tally.setTopic(t.Name)
+		unauthorized := denied != nil && (ok || version < 13) && denied(topicNameOf(rt.Topic, t.Name, version >= 13))
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
 			p := fetchPartition{partition: rp.Partition, hw: -1, lso: -1, logStart: -1, readCommitted: req.IsolationLevel == 1}
+			if unauthorized {
+				p.errorCode = kerr.TopicAuthorizationFailed.Code
+				failed = true
+				tally.partition(p.errorCode, 0)
+				enc.partition(&p)
+				continue
+			}
 			var l *engine.Log
 			var rep *replica
 			if ok && rp.Partition >= 0 && rp.Partition < t.Partitions {
@@ -175,6 +195,7 @@ func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest) (*netio.Body,
 					p.errorCode = errorCode(roleErr)
 				}
 				failed = true
+				tally.partition(p.errorCode, 0)
 				enc.partition(&p)
 				continue
 			}
@@ -203,6 +224,7 @@ func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest) (*netio.Body,
 					total += sl.Length
 				}
 			}
+			tally.partition(p.errorCode, p.slice.Length)
 			enc.partition(&p)
 		}
 		enc.endTopic()

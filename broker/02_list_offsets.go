@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
 	"github.com/weir-mq/weir/record"
@@ -29,14 +30,21 @@ func handleListOffsets(b *Broker, r *netio.Request) netio.Reply {
 	req := r.Body.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	resp.SetVersion(r.Version)
+	denied := b.topicDenied(r, acl.OpDescribe) // ACL: DESCRIBE on each topic (authz.go)
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
 		t, ok := b.topics.get(rt.Topic)
+		unauthorized := denied != nil && denied(rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, 0
+			if unauthorized {
+				sp.ErrorCode, sp.LeaderEpoch = kerr.TopicAuthorizationFailed.Code, -1
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			var l *engine.Log
 			var roleErr error
 			code := kerr.UnknownTopicOrPartition.Code

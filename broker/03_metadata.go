@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/netio"
 	"github.com/weir-mq/weir/replication"
 )
@@ -37,10 +38,15 @@ func handleMetadata(b *Broker, r *netio.Request) netio.Reply {
 
 	allowAuto := r.Version < 4 || req.AllowAutoTopicCreation
 	all := req.Topics == nil || (r.Version == 0 && len(req.Topics) == 0)
+	denied := b.topicDenied(r, acl.OpDescribe) // ACL: DESCRIBE on each topic (authz.go)
 	if all {
 		for _, t := range b.topics.all() {
+			if denied != nil && denied(t.Name) {
+				continue // unauthorized topics are invisible
+			}
 			resp.Topics = append(resp.Topics, b.metadataTopic(t))
 		}
+		b.metadataAuthorizedOps(r, req, resp)
 		return netio.Reply{Response: resp}
 	}
 	for _, rt := range req.Topics {
@@ -48,8 +54,16 @@ func handleMetadata(b *Broker, r *netio.Request) netio.Reply {
 		var ok bool
 		switch {
 		case rt.Topic != nil:
+			if denied != nil && denied(*rt.Topic) {
+				resp.Topics = append(resp.Topics, metadataDeniedTopic(rt.Topic, [16]byte{}, kerr.TopicAuthorizationFailed))
+				continue
+			}
 			t, ok = b.topics.get(*rt.Topic)
 			if !ok && allowAuto && b.cfg.bool("auto.create.topics.enable") {
+				if e := b.authorizeCreateTopic(r, *rt.Topic); e != nil { // ACL: CREATE on cluster or topic
+					resp.Topics = append(resp.Topics, metadataDeniedTopic(rt.Topic, [16]byte{}, e))
+					continue
+				}
 				var err error
 				t, err = b.createTopic(*rt.Topic, -1, -1, nil, nil, nil)
 				ok = err == nil || errors.Is(err, kerr.TopicAlreadyExists)
@@ -83,9 +97,14 @@ func handleMetadata(b *Broker, r *netio.Request) netio.Reply {
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
+			if denied != nil && denied(t.Name) {
+				resp.Topics = append(resp.Topics, metadataDeniedTopic(nil, rt.TopicID, kerr.TopicAuthorizationFailed))
+				continue
+			}
 		}
 		resp.Topics = append(resp.Topics, b.metadataTopic(t))
 	}
+	b.metadataAuthorizedOps(r, req, resp)
 	return netio.Reply{Response: resp}
 }
 

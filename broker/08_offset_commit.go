@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/coordinator"
 	"github.com/weir-mq/weir/netio"
 )
@@ -34,6 +35,9 @@ func handleOffsetCommit(b *Broker, r *netio.Request) netio.Reply {
 	}
 	type slot struct{ t, p int }
 	var slots []slot
+	// ACL: READ on the group (else every partition GROUP_AUTHORIZATION_FAILED), READ on each topic.
+	groupErr := b.authorize(r, acl.OpRead, acl.ResourceGroup, req.Group)
+	denied := b.topicDenied(r, acl.OpRead)
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
 	for i, rt := range req.Topics {
 		st := &resp.Topics[i]
@@ -45,6 +49,14 @@ func handleOffsetCommit(b *Broker, r *netio.Request) netio.Reply {
 			sp := &st.Partitions[j]
 			*sp = kmsg.NewOffsetCommitResponseTopicPartition()
 			sp.Partition = rp.Partition
+			if groupErr != nil {
+				sp.ErrorCode = groupErr.Code
+				continue
+			}
+			if denied != nil && denied(rt.Topic) {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if !known || rp.Partition < 0 || rp.Partition >= t.Partitions {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue

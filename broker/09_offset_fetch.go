@@ -10,6 +10,7 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/coordinator"
 	"github.com/weir-mq/weir/netio"
 )
@@ -50,8 +51,13 @@ func handleOffsetFetch(b *Broker, r *netio.Request) netio.Reply {
 	}
 	waits := make([]func() coordinator.FetchResult, len(groups))
 	for i, g := range groups {
+		if e := b.authorize(r, acl.OpDescribe, acl.ResourceGroup, g.group); e != nil { // ACL: DESCRIBE on the group
+			waits[i] = func() coordinator.FetchResult { return coordinator.FetchResult{Err: e} }
+			continue
+		}
 		waits[i] = b.groups.coord.Fetch(g.group, g.topics)
 	}
+	denied := b.topicDenied(r, acl.OpDescribe) // ACL: DESCRIBE on each topic
 	version := r.Version
 	return netio.Reply{Deferred: func() netio.Reply {
 		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
@@ -59,6 +65,7 @@ func handleOffsetFetch(b *Broker, r *netio.Request) netio.Reply {
 		for i, g := range groups {
 			res := waits[i]()
 			rg := offsetFetchResponseGroup(g, res)
+			authzOffsetFetchTopics(&rg, denied, g.topics == nil)
 			if version >= 8 {
 				resp.Groups = append(resp.Groups, rg)
 				continue

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/netio"
 )
 
@@ -36,6 +37,9 @@ func handleFindCoordinator(b *Broker, r *netio.Request) netio.Reply {
 		}
 		if len(key) > 32767 {
 			return -1, "", -1, kerr.InvalidGroupID
+		}
+		if e := b.authorize(r, acl.OpDescribe, acl.ResourceGroup, key); e != nil { // ACL: DESCRIBE on the group
+			return -1, "", -1, e
 		}
 		t, e := b.ensureOffsetsTopic()
 		if e != nil {

@@ -11,6 +11,7 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/coordinator"
 	"github.com/weir-mq/weir/netio"
 )
@@ -21,6 +22,9 @@ func init() {
 
 func handleJoinGroup(b *Broker, r *netio.Request) netio.Reply {
 	req := r.Body.(*kmsg.JoinGroupRequest)
+	if e := b.authorize(r, acl.OpRead, acl.ResourceGroup, req.Group); e != nil { // ACL: READ on the group
+		return netio.Reply{Response: joinGroupDenied(req, r.Version, e)}
+	}
 	jr := coordinator.JoinRequest{
 		Group: req.Group, MemberID: req.MemberID, ClientID: r.ClientID, ClientHost: clientHost(r.Conn.Remote),
 		SessionTimeoutMs: req.SessionTimeoutMillis, RebalanceTimeoutMs: req.SessionTimeoutMillis,

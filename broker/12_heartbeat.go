@@ -8,6 +8,7 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/coordinator"
 	"github.com/weir-mq/weir/netio"
 )
@@ -20,6 +21,10 @@ func handleHeartbeat(b *Broker, r *netio.Request) netio.Reply {
 	req := r.Body.(*kmsg.HeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 	resp.SetVersion(r.Version)
+	if e := b.authorize(r, acl.OpRead, acl.ResourceGroup, req.Group); e != nil { // ACL: READ on the group
+		resp.ErrorCode = e.Code
+		return netio.Reply{Response: resp}
+	}
 	hr := coordinator.HeartbeatRequest{Group: req.Group, Generation: req.Generation, MemberID: req.MemberID}
 	if r.Version >= 3 {
 		hr.InstanceID = req.InstanceID

@@ -7,6 +7,7 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/coordinator"
 	"github.com/weir-mq/weir/netio"
 )
@@ -19,6 +20,10 @@ func handleLeaveGroup(b *Broker, r *netio.Request) netio.Reply {
 	req := r.Body.(*kmsg.LeaveGroupRequest)
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
 	resp.SetVersion(r.Version)
+	if e := b.authorize(r, acl.OpRead, acl.ResourceGroup, req.Group); e != nil { // ACL: READ on the group
+		resp.ErrorCode = e.Code
+		return netio.Reply{Response: resp}
+	}
 	var members []coordinator.LeaveMember
 	if r.Version < 3 {
 		members = []coordinator.LeaveMember{{MemberID: req.MemberID}}

@@ -9,6 +9,7 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/coordinator"
 	"github.com/weir-mq/weir/netio"
 )
@@ -19,6 +20,9 @@ func init() {
 
 func handleSyncGroup(b *Broker, r *netio.Request) netio.Reply {
 	req := r.Body.(*kmsg.SyncGroupRequest)
+	if e := b.authorize(r, acl.OpRead, acl.ResourceGroup, req.Group); e != nil { // ACL: READ on the group
+		return netio.Reply{Response: syncGroupDenied(req, r.Version, e)}
+	}
 	sr := coordinator.SyncRequest{Group: req.Group, Generation: req.Generation, MemberID: req.MemberID}
 	if r.Version >= 3 {
 		sr.InstanceID = req.InstanceID

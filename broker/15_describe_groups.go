@@ -3,12 +3,14 @@ package broker
 // DescribeGroups (key 15), v0-v5. Per group: state, protocol type, and the members with client
 // id and host; the selected protocol, each member's metadata and assignment only when the group
 // is Stable (as Kafka). An unknown group is described as Dead with no error (v6, which answers
-// GROUP_ID_NOT_FOUND, is not served). v3+ may ask for authorized operations: weir has no ACLs,
-// so every group operation is allowed. v4+ lists group.instance.id.
+// GROUP_ID_NOT_FOUND, is not served). v3+ may ask for authorized operations: the
+// principal's operations on the group (ACLs; every group operation with the authorizer off). A
+// group the principal may not DESCRIBE answers GROUP_AUTHORIZATION_FAILED. v4+ lists group.instance.id.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/netio"
 )
 
@@ -16,15 +18,15 @@ func init() {
 	register(apiDef{key: 15, min: 0, max: 5, handle: handleDescribeGroups})
 }
 
-// groupOperations is the authorized-operations bit field of a group with no ACLs: READ (3),
-// DELETE (6), DESCRIBE (8).
-const groupOperations = 1<<3 | 1<<6 | 1<<8
-
 func handleDescribeGroups(b *Broker, r *netio.Request) netio.Reply {
 	req := r.Body.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	resp.SetVersion(r.Version)
 	for _, id := range req.Groups {
+		if e := b.authorize(r, acl.OpDescribe, acl.ResourceGroup, id); e != nil { // ACL: DESCRIBE on the group
+			resp.Groups = append(resp.Groups, describeGroupDenied(id, e))
+			continue
+		}
 		d := b.groups.coord.Describe(id)
 		g := kmsg.NewDescribeGroupsResponseGroup()
 		g.Group, g.State, g.ProtocolType, g.Protocol = id, d.State, d.ProtocolType, d.Protocol
@@ -32,7 +34,7 @@ func handleDescribeGroups(b *Broker, r *netio.Request) netio.Reply {
 			g.ErrorCode = d.Err.Code
 		}
 		if req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = groupOperations
+			g.AuthorizedOperations = b.authorizedOps(r, acl.ResourceGroup, id)
 		}
 		for _, m := range d.Members {
 			gm := kmsg.NewDescribeGroupsResponseGroupMember()

@@ -31,7 +31,11 @@ func handleListGroups(b *Broker, r *netio.Request) netio.Reply {
 		resp.ErrorCode = err.Code
 		return netio.Reply{Response: resp}
 	}
+	denied := b.listGroupsDenied(r) // ACL: DESCRIBE on the cluster, or on each group listed
 	for _, g := range groups {
+		if denied != nil && denied(g.Group) {
+			continue
+		}
 		lg := kmsg.NewListGroupsResponseGroup()
 		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.Group, g.ProtocolType, g.State, g.Type
 		resp.Groups = append(resp.Groups, lg)

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/netio"
 )
 
@@ -30,6 +31,11 @@ func handleCreateTopics(b *Broker, r *netio.Request) netio.Reply {
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
+		if e := b.authorizeCreateTopic(r, rt.Topic); e != nil && seen[rt.Topic] == 1 { // ACL: CREATE on cluster or topic
+			st.ErrorCode, st.NumPartitions, st.ReplicationFactor = e.Code, -1, -1
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		t, err := b.createTopicFromRequest(rt, req.ValidateOnly, seen[rt.Topic] > 1)
 		if err != nil {
 			st.ErrorCode = errorCode(err)
@@ -43,7 +49,9 @@ func handleCreateTopics(b *Broker, r *netio.Request) netio.Reply {
 			if len(t.Assign) > 0 {
 				st.ReplicationFactor = int16(len(t.Assign[0].Replicas))
 			}
-			if r.Version >= 5 {
+			if e := b.authorize(r, acl.OpDescribeConfigs, acl.ResourceTopic, rt.Topic); e != nil && r.Version >= 5 { // ACL: configs need DESCRIBE_CONFIGS
+				st.ConfigErrorCode = e.Code
+			} else if r.Version >= 5 {
 				st.Configs = b.createTopicsConfigs(t)
 			}
 		}

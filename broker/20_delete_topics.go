@@ -80,6 +80,8 @@ func handleDeleteTopics(b *Broker, r *netio.Request) netio.Reply {
 			err = fmt.Errorf("topic deletion is disabled (delete.topic.enable=false): %w", kerr.InvalidRequest)
 		case !b.cfg.bool("delete.topic.enable"):
 			err = fmt.Errorf("topic deletion is disabled (delete.topic.enable=false): %w", kerr.TopicDeletionDisabled)
+		case b.deleteTopicDenied(r, ref): // ACL: DELETE on the topic
+			err = kerr.TopicAuthorizationFailed
 		default:
 			var t Topic
 			t, err = b.deleteTopic(ref)

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
 )
@@ -34,6 +35,7 @@ func handleDeleteRecords(b *Broker, r *netio.Request) netio.Reply {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	resp.SetVersion(r.Version)
 	deleted := false
+	denied := b.topicDenied(r, acl.OpDelete) // ACL: DELETE on each topic (authz.go)
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
@@ -42,6 +44,11 @@ func handleDeleteRecords(b *Broker, r *netio.Request) netio.Reply {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
+			if denied != nil && denied(rt.Topic) {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			var l *engine.Log
 			var err error = kerr.UnknownTopicOrPartition
 			if ok && rp.Partition >= 0 && rp.Partition < t.Partitions {

@@ -25,6 +25,10 @@ func handleInitProducerID(b *Broker, r *netio.Request) netio.Reply {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		return netio.Reply{Response: resp}
 	}
+	if e := b.authorizeIdempotentProducer(r); e != nil { // ACL: IDEMPOTENT_WRITE on the cluster or WRITE on any topic
+		resp.ErrorCode = e.Code
+		return netio.Reply{Response: resp}
+	}
 	id, err := b.producers.allocate()
 	if err != nil {
 		resp.ErrorCode = kerr.KafkaStorageError.Code

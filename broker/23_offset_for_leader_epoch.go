@@ -25,6 +25,7 @@ func handleOffsetForLeaderEpoch(b *Broker, r *netio.Request) netio.Reply {
 	req := r.Body.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	resp.SetVersion(r.Version)
+	denied := b.clusterActionOrTopicDenied(r) // ACL: CLUSTER_ACTION on the cluster, or DESCRIBE on each topic
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -34,6 +35,8 @@ func handleOffsetForLeaderEpoch(b *Broker, r *netio.Request) netio.Reply {
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			switch {
+			case denied != nil && denied(rt.Topic):
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case !ok || rp.Partition < 0 || rp.Partition >= t.Partitions:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/netio"
 )
 
@@ -38,6 +39,11 @@ func handleDescribeConfigs(b *Broker, r *netio.Request) netio.Reply {
 	for _, rr := range req.Resources {
 		sr := kmsg.NewDescribeConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		if e := b.authorizeConfigResource(r, acl.OpDescribeConfigs, rr.ResourceType, rr.ResourceName); e != nil { // ACL: DESCRIBE_CONFIGS
+			sr.ErrorCode = e.Code
+			resp.Resources = append(resp.Resources, sr)
+			continue
+		}
 		var err error
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:

@@ -8,6 +8,7 @@ package broker
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/netio"
 )
 
@@ -28,6 +29,11 @@ func handleAlterConfigs(b *Broker, r *netio.Request) netio.Reply {
 		changes := make([]configChange, 0, len(rr.Configs))
 		for _, c := range rr.Configs {
 			changes = append(changes, configChange{name: c.Name, op: kmsg.IncrementalAlterConfigOpSet, value: c.Value})
+		}
+		if e := b.authorizeConfigResource(r, acl.OpAlterConfigs, rr.ResourceType, rr.ResourceName); e != nil { // ACL: ALTER_CONFIGS
+			sr.ErrorCode = e.Code
+			resp.Resources = append(resp.Resources, sr)
+			continue
 		}
 		sr.ErrorCode, sr.ErrorMessage = b.alterResource(dup[i], rr.ResourceType, rr.ResourceName, changes, true, req.ValidateOnly)
 		resp.Resources = append(resp.Resources, sr)

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/netio"
 	"github.com/weir-mq/weir/replication"
 )
@@ -39,6 +40,8 @@ func handleCreatePartitions(b *Broker, r *netio.Request) netio.Reply {
 		var err error
 		if seen[rt.Topic] > 1 {
 			err = fmt.Errorf("duplicate topic name %s: %w", rt.Topic, kerr.InvalidRequest)
+		} else if e := b.authorize(r, acl.OpAlter, acl.ResourceTopic, rt.Topic); e != nil { // ACL: ALTER on the topic
+			err = e
 		} else {
 			err = b.createPartitions(rt, req.ValidateOnly)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/netio"
 )
 
@@ -21,6 +22,10 @@ func handleDeleteGroups(b *Broker, r *netio.Request) netio.Reply {
 	resp.SetVersion(r.Version)
 	waits := make([]func() *kerr.Error, len(req.Groups))
 	for i, g := range req.Groups {
+		if e := b.authorize(r, acl.OpDelete, acl.ResourceGroup, g); e != nil { // ACL: DELETE on the group
+			waits[i] = func() *kerr.Error { return e }
+			continue
+		}
 		waits[i] = b.groups.coord.DeleteGroup(g)
 	}
 	return netio.Reply{Deferred: func() netio.Reply {

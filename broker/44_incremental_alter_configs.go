@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
 	"github.com/weir-mq/weir/replication"
@@ -53,6 +54,11 @@ func handleIncrementalAlterConfigs(b *Broker, r *netio.Request) netio.Reply {
 		changes := make([]configChange, 0, len(rr.Configs))
 		for _, c := range rr.Configs {
 			changes = append(changes, configChange{name: c.Name, op: c.Op, value: c.Value})
+		}
+		if e := b.authorizeConfigResource(r, acl.OpAlterConfigs, rr.ResourceType, rr.ResourceName); e != nil { // ACL: ALTER_CONFIGS
+			sr.ErrorCode = e.Code
+			resp.Resources = append(resp.Resources, sr)
+			continue
 		}
 		sr.ErrorCode, sr.ErrorMessage = b.alterResource(dup[i], rr.ResourceType, rr.ResourceName, changes, false, req.ValidateOnly)
 		resp.Resources = append(resp.Resources, sr)

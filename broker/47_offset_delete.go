@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/coordinator"
 	"github.com/weir-mq/weir/netio"
 )
@@ -21,6 +22,11 @@ func handleOffsetDelete(b *Broker, r *netio.Request) netio.Reply {
 	req := r.Body.(*kmsg.OffsetDeleteRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 	resp.SetVersion(r.Version)
+	if e := b.authorize(r, acl.OpDelete, acl.ResourceGroup, req.Group); e != nil { // ACL: DELETE on the group
+		resp.ErrorCode = e.Code
+		return netio.Reply{Response: resp}
+	}
+	denied := b.topicDenied(r, acl.OpRead) // ACL: READ on each topic
 	type slot struct{ t, p int }
 	var parts []coordinator.TopicPartition
 	var slots []slot
@@ -35,6 +41,10 @@ func handleOffsetDelete(b *Broker, r *netio.Request) netio.Reply {
 			sp := &st.Partitions[j]
 			*sp = kmsg.NewOffsetDeleteResponseTopicPartition()
 			sp.Partition = rp.Partition
+			if denied != nil && denied(rt.Topic) {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if !known || rp.Partition < 0 || rp.Partition >= t.Partitions {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue

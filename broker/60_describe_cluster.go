@@ -7,7 +7,8 @@ package broker
 // broker answers them. v2 adds
 // include_fenced_brokers and is_fenced: this broker is never fenced. With
 // include_cluster_authorized_operations the answer is every cluster operation (no authorizer:
-// everything is allowed); otherwise the field is INT32_MIN ("not requested").
+// everything is allowed; with the authorizer on, the principal's operations, 0 without DESCRIBE on
+// the cluster, as Kafka answers); otherwise the field is INT32_MIN ("not requested").
 
 import (
 	"fmt"
@@ -54,6 +55,9 @@ func handleDescribeCluster(b *Broker, r *netio.Request) netio.Reply {
 	resp.ControllerID = b.ctl.ActiveID()
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOperations
+		if b.authzEnabled() { // ACL: the principal's operations, 0 without DESCRIBE on the cluster
+			resp.ClusterAuthorizedOperations = b.clusterAuthorizedOps(r)
+		}
 	}
 	for _, e := range b.liveBrokers(b.ctl.Image(), r.Conn.Listener) {
 		br := kmsg.NewDescribeClusterResponseBroker()

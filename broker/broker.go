@@ -45,6 +45,12 @@ type Broker struct {
 	advertised []ListenerSpec
 	// topicMu serializes topic creation and deletion.
 	topicMu sync.Mutex
+
+	obs brokerObs // metrics, /healthz, /readyz, the admin listener (metrics.go)
+
+	authz authzState // ACLs (authz.go)
+
+	sec *securityState // listener security: TLS, SASL (security.go)
 }
 
 // apiDef is an API handler registered by one file per API key (in its init()).
@@ -85,8 +91,10 @@ func New(cfg *Config) (*Broker, error) {
 			b.ctl.Close()
 		}
 		b.closeListeners()
+		b.stopObs()
 		return nil, err
 	}
+	b.initObs() // the admin listener answers /healthz and /readyz during start-up (metrics.go)
 	if err := b.startController(b.advertised); err != nil {
 		return fail(err)
 	}
@@ -127,11 +135,15 @@ func New(cfg *Config) (*Broker, error) {
 		b.registry.Register(netio.API{Key: d.key, MinVersion: d.min, MaxVersion: d.max, AdvertisedMin: d.advertisedMin,
 			Handle: func(r *netio.Request) netio.Reply { return d.handle(b, r) }})
 	}
+	b.sec.scram.init(b)
 	b.server = netio.NewServer(netio.Config{
-		MaxRequestBytes: int32(cfg.int64("socket.request.max.bytes")),
-		MaxConnections:  int(cfg.int64("max.connections")),
-		IdleTimeout:     cfg.duration("connections.max.idle.ms"),
+		MaxUnauthenticatedBytes: int32(cfg.int64("sasl.server.max.receive.size")),
+		MaxRequestBytes:         int32(cfg.int64("socket.request.max.bytes")),
+		MaxConnections:          int(cfg.int64("max.connections")),
+		IdleTimeout:             cfg.duration("connections.max.idle.ms"),
+		Observer:                b.obs.reg,
 	}, b.registry)
+	b.obs.built.Store(true)
 	return b, nil
 }
 
@@ -141,6 +153,7 @@ func (b *Broker) logConfigFor(topic string) engine.Config {
 	t, _ := b.topics.get(topic)
 	c := b.cfg.LogConfig(t.Configs)
 	c.LocalHighWatermark = len(t.Assign) == 0 || len(t.Assign[0].Replicas) <= 1
+	c.Observer = b.obs.reg // fsync latency and group-commit batch sizes (metrics.go)
 	return c
 }
 
@@ -156,6 +169,10 @@ func (b *Broker) bind() error {
 		return err
 	}
 	_, explicitAdv := b.cfg.Get("advertised.listeners")
+	if b.sec, err = newSecurityState(b.cfg, specs); err != nil {
+		return err
+	}
+	b.sec.warnInterBroker(b.cfg, specs)
 	for _, spec := range specs {
 		ln, err := net.Listen("tcp", spec.Addr())
 		if err != nil {
@@ -163,6 +180,7 @@ func (b *Broker) bind() error {
 			return fmt.Errorf("listen %s://%s: %w", spec.Name, spec.Addr(), err)
 		}
 		l := netio.Listener{Name: spec.Name, Listener: ln}
+		b.sec.apply(&l)
 		b.mu.Lock()
 		b.bound = append(b.bound, l)
 		b.mu.Unlock()
@@ -188,6 +206,7 @@ func (b *Broker) Start() error {
 	for _, l := range b.bound {
 		b.server.Serve(l)
 	}
+	b.obs.started.Store(true)
 	var advs, binds []string
 	for _, a := range adv {
 		advs = append(advs, a.Name+"://"+a.Addr())
@@ -243,6 +262,8 @@ func (b *Broker) advertisedFor(listener string) ListenerSpec {
 // Shutdown stops accepting connections, answers the requests already read, then flushes every
 // log, writes the checkpoints and the clean-shutdown marker, so the next start scans nothing.
 func (b *Broker) Shutdown(ctx context.Context) error {
+	b.obs.stopping.Store(true) // /readyz answers 503 from now on
+	defer b.stopObs()
 	if b.clustered() && b.cfg.bool("controlled.shutdown.enable") {
 		// Move this broker's leaderships to other in-sync replicas first, so clients switch
 		// to the new leaders while this broker still answers.

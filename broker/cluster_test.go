@@ -110,6 +110,7 @@ func (c *testCluster) spawn(node *clusterNode) {
 		"--set", "log.dirs=" + node.dir,
 		"--set", "controller.quorum.voters=" + c.voters,
 		"--set", "group.initial.rebalance.delay.ms=0",
+		"--set", "metrics.listener=127.0.0.1:0",
 	}
 	keys := make([]string, 0, len(c.extra))
 	for k := range c.extra {
@@ -779,4 +780,58 @@ func TestClusterControlledShutdown(t *testing.T) {
 		t.Fatalf("acks=all after the controlled shutdown: %v", err)
 	}
 	t.Logf("broker %d stopped in %v; new leader %d, isr %v", leader, stopped, ps[0].Leader, ps[0].ISR)
+}
+
+// TestClusterEmptyReplicaBehindLogStart: a replica that lost its data (its partition directory
+// removed while it was down) rejoins a partition whose leader already deleted the first records:
+// it starts over at the leader's log start, catches up and rejoins the ISR.
+func TestClusterEmptyReplicaBehindLogStart(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"min.insync.replicas": "1", "default.replication.factor": "3"})
+	adm := kadm.NewClient(c.client())
+	const topic = "trimmed"
+	createReplicatedTopic(t, adm, topic, 1, 3, nil)
+	c.waitISR(adm, topic, 3, 30*time.Second)
+	prod := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
+	for i := 0; i < 100; i++ {
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps, err := c.partitions(adm, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost int32 = -1
+	for _, id := range ps[0].Replicas {
+		if id != ps[0].Leader {
+			lost = id
+		}
+	}
+	i := c.index(lost)
+	c.signal(i, syscall.SIGTERM)
+	if err := os.RemoveAll(filepath.Join(c.nodes[i].dir, topic+"-0")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var del kadm.Offsets
+	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: 60})
+	if _, err := adm.DeleteRecords(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	for i := 100; i < 150; i++ {
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.restart(i)
+	c.waitISR(adm, topic, 3, 30*time.Second)
+	c.signal(i, syscall.SIGTERM)
+	got := logBytes(t, c.nodes[i].dir, topic, 0)
+	if end := batchesEnd(got); end != 150 {
+		t.Fatalf("restored replica ends at %d, want 150", end)
+	}
+	if h, err := record.ParseHeader(got); err != nil || h.BaseOffset < 60 {
+		t.Fatalf("restored replica starts with batch at %d (%v), want >= 60", h.BaseOffset, err)
+	}
 }

@@ -97,6 +97,23 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "controlled.shutdown.enable", Type: TypeBoolean, Default: "true", Doc: "On SIGTERM, move this broker's leaderships to other in-sync replicas before stopping."},
 	{Name: "request.timeout.ms", Type: TypeInt, Default: "30000", Doc: "Bound of broker-to-controller requests (topic creation and deletion, ISR changes)."},
 	{Name: "max.incremental.fetch.session.cache.slots", Type: TypeInt, Default: "1000", Doc: "Fetch sessions kept (KIP-227)."},
+	// Observability: the admin HTTP listener (broker/metrics.go, docs/operations.md).
+	{Name: "metrics.listener", Type: TypeString, Default: "127.0.0.1:9644", Doc: "host:port of the admin HTTP listener serving /metrics (Prometheus text format), /healthz and /readyz; empty disables it. Bind it to a private or loopback interface: it is not authenticated. A listener that cannot be bound is logged and the broker serves clients without it."},
+	{Name: "metrics.pprof.enable", Type: TypeBoolean, Default: "false", Doc: "Also serve Go's pprof profiling endpoints under /debug/pprof/ on metrics.listener."},
+	// Listener security: TLS and SASL (broker/security.go, docs/security.md).
+	{Name: "listener.security.protocol.map", Type: TypeList, Default: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", Doc: "Security protocol of each listener name: NAME:PROTOCOL, comma-separated; protocols PLAINTEXT, SSL (TLS), SASL_PLAINTEXT, SASL_SSL (SASL over TLS)."},
+	{Name: "ssl.certificate.location", Type: TypeString, Default: "", Doc: "PEM file of the broker's certificate (and its chain) for SSL and SASL_SSL listeners. Per listener: listener.name.<name>.ssl.certificate.location."},
+	{Name: "ssl.key.location", Type: TypeString, Default: "", Doc: "PEM file of the broker certificate's private key (unencrypted)."},
+	{Name: "ssl.ca.location", Type: TypeString, Default: "", Doc: "PEM file of the CA certificates that sign client certificates (needed when ssl.client.auth is requested or required)."},
+	{Name: "ssl.client.auth", Type: TypeString, Default: "none", Doc: "Client certificates on SSL listeners: none, requested (verified if sent) or required. The principal is User:<subject DN>. Applies to SASL_SSL listeners only with the listener.name.<name>. prefix."},
+	{Name: "sasl.enabled.mechanisms", Type: TypeList, Default: "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", Doc: "SASL mechanisms served on SASL_PLAINTEXT and SASL_SSL listeners. PLAIN checks the password against the user's SCRAM credential."},
+	{Name: "sasl.server.max.receive.size", Type: TypeInt, Default: "524288", Doc: "Largest request frame accepted on a SASL listener before the connection authenticated; larger closes it."},
+	{Name: "connection.failed.authentication.delay.ms", Type: TypeInt, Default: "100", Doc: "A failed SASL authentication is answered, and its connection closed, after this delay. Failures are also rate-limited per client address (a burst of 10, then 1 per second)."},
+	// Authorizer (ACLs, broker/authz.go).
+	{Name: "authorizer.class.name", Type: TypeString, Default: "", Doc: "Kafka's authorizer class; weir turns its built-in ACL authorizer on for any non-empty value (e.g. org.apache.kafka.metadata.authorizer.StandardAuthorizer). Empty (default): no authorization, everything is allowed."},
+	{Name: "authorizer.enable", Type: TypeBoolean, Default: "false", Doc: "Turn the ACL authorizer on (the same as a non-empty authorizer.class.name)."},
+	{Name: "super.users", Type: TypeList, Default: "", Doc: "Principals allowed every operation whatever the ACLs say, semicolon-separated (User:admin;User:broker). Inter-broker fetches come as User:ANONYMOUS on a PLAINTEXT listener: with the authorizer on, list it here or give it CLUSTER_ACTION on the cluster."},
+	{Name: "allow.everyone.if.no.acl.found", Type: TypeBoolean, Default: "false", Doc: "With the authorizer on, allow an operation on a resource that no ACL applies to (of any principal)."},
 }
 
 // topicConfigDefault lists topic-level keys with no broker key, with their defaults.

@@ -419,6 +419,7 @@ func (r *replica) proposeLocked(c *replication.ISRChange) {
 			return
 		}
 		slog.Info("ISR changed", "topic", r.tp.Topic, "partition", r.tp.Partition, "isr", pi.ISR, "partition_epoch", pi.PartitionEpoch)
+		b.observeISRChange(state.ISR(), pi.ISR) // metrics: ISR shrinks/expands (metrics.go)
 		state.ApplyPartition(pi.ISR, pi.LeaderEpoch, pi.PartitionEpoch)
 		r.publishHWLocked()
 	}()

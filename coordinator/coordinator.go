@@ -78,6 +78,7 @@ type Coordinator struct {
 	pgen   []uint64          // per-partition ownership generation (Elect/Resign), guarded by mu
 	closed bool              // guarded by mu
 	loaded chan struct{}     // closed once every partition is loaded (or failed)
+	stats  coordStats        // rebalance counters (metrics.go)
 
 	quit chan struct{}
 	wg   sync.WaitGroup

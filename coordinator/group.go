@@ -185,6 +185,7 @@ func (g *group) now() time.Time { return g.c.clock.Now() }
 func (g *group) transition(s State) {
 	g.prevState, g.state = g.state, s
 	g.stateSince = g.now()
+	g.c.stats.transition(s) // metrics (metrics.go)
 }
 
 // failWaiters answers every parked JoinGroup and SyncGroup with err.

@@ -3,6 +3,7 @@ package netio
 import (
 	"encoding/binary"
 	"math"
+	"net"
 	"strings"
 	"testing"
 
@@ -97,7 +98,7 @@ func TestTruncatedFrameThenEOF(t *testing.T) {
 		mark := logs.mark()
 		c := dial(t, ts.addr)
 		c.write(full[:cut])
-		if err := c.conn.CloseWrite(); err != nil {
+		if err := c.conn.(*net.TCPConn).CloseWrite(); err != nil {
 			t.Fatal(err)
 		}
 		c.expectClosed()

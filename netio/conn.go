@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -18,8 +19,14 @@ import (
 
 // conn is one client connection: a reader goroutine (serve) and a writer goroutine.
 type conn struct {
-	srv  *Server
-	nc   *net.TCPConn
+	srv *Server
+	// nc is the connection requests are read from and replies written to: the TCP connection,
+	// or a TLS connection over it.
+	nc net.Conn
+	// tcp is the TCP connection when nothing sits between it and the client (zero-copy
+	// replies: writev + sendfile); nil on TLS connections.
+	tcp  *net.TCPConn
+	tls  *tls.Conn
 	info ConnInfo
 
 	queue    chan queued
@@ -39,15 +46,21 @@ type queued struct {
 	frame    *bytebufferpool.ByteBuffer
 }
 
-func newConn(s *Server, nc *net.TCPConn, listener string) *conn {
+func newConn(s *Server, tc *net.TCPConn, l Listener) *conn {
 	readDone := make(chan struct{})
-	return &conn{
-		srv: s, nc: nc,
-		info:     ConnInfo{Remote: nc.RemoteAddr(), Local: nc.LocalAddr(), Listener: listener, ID: s.nextID.Add(1), Closing: readDone},
+	c := &conn{
+		srv: s, nc: tc, tcp: tc,
+		info: ConnInfo{Remote: tc.RemoteAddr(), Local: tc.LocalAddr(), Listener: l.Name, ID: s.nextID.Add(1), Closing: readDone,
+			SecurityProtocol: l.SecurityProtocol, TLS: l.TLS != nil, RequireAuth: l.RequireAuth},
 		queue:    make(chan queued, s.cfg.MaxInFlight),
 		stopped:  make(chan struct{}),
 		readDone: readDone,
 	}
+	if l.TLS != nil {
+		c.tls = tls.Server(tc, l.TLS)
+		c.nc, c.tcp = c.tls, nil
+	}
+	return c
 }
 
 // stopReading makes the reader stop after the request it is reading (graceful shutdown).
@@ -59,6 +72,10 @@ func (c *conn) stopReading() {
 }
 
 func (c *conn) serve() {
+	if c.tls != nil && !c.handshake() {
+		c.nc.Close()
+		return
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -97,6 +114,10 @@ func (c *conn) readLoop() {
 			slog.Warn("closing connection: request size out of bounds", "remote", c.info.Remote, "size", size, "socket.request.max.bytes", c.srv.cfg.MaxRequestBytes)
 			return
 		}
+		if size > c.srv.cfg.MaxUnauthenticatedBytes && !c.info.Authenticated() {
+			slog.Warn("closing connection: unauthenticated request too large", "remote", c.info.Remote, "listener", c.info.Listener, "size", size, "sasl.server.max.receive.size", c.srv.cfg.MaxUnauthenticatedBytes)
+			return
+		}
 		frame := bytebufferpool.Get()
 		if err := readFrame(c.nc, frame, int(size)); err != nil {
 			bytebufferpool.Put(frame)
@@ -133,6 +154,14 @@ func (c *conn) logReadErr(err error) {
 // without an answer.
 func (c *conn) dispatch(frame *bytebufferpool.ByteBuffer) (q queued, ok bool) {
 	received := time.Now()
+	// The authentication gate: before the connection authenticated on a RequireAuth listener,
+	// a request of any API but PreAuthKeys closes it, before its body is even decoded.
+	if !c.info.Authenticated() && len(frame.B) >= 2 {
+		if key := int16(binary.BigEndian.Uint16(frame.B)); !preAuthKey(key) {
+			slog.Warn("closing connection: request before authentication", "remote", c.info.Remote, "listener", c.info.Listener, "api", kmsg.NameForKey(key), "key", key)
+			return q, false
+		}
+	}
 	req, api, err := decode(c.srv.reg, frame.B)
 	if errors.Is(err, errUnsupportedVersion) {
 		if req.Key == 18 { // ApiVersions: answer v0 with our range so the client retries lower (KIP-511)
@@ -187,7 +216,7 @@ func (c *conn) writeLoop() {
 			// A client that stops reading must not hold the connection forever: like Kafka's
 			// idle timer, which runs on writes too, connections.max.idle.ms bounds each reply.
 			_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
-			if err := writeReply(c.nc, q.corr, q.key, &r, scratch); err != nil {
+			if err := writeReply(c.nc, c.tcp, q.corr, q.key, &r, scratch); err != nil {
 				slog.Debug("connection write", "remote", c.info.Remote, "err", err)
 				broken = true
 				c.nc.Close() // unblocks the reader

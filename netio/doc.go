@@ -17,6 +17,16 @@
 // record bytes never pass through user space. A slice shorter on disk than promised (a
 // truncation raced the send) closes the connection: the frame cannot be completed.
 //
+// A listener may carry a TLS configuration (SSL, SASL_SSL): its connections run the TLS
+// handshake first (bounded by 10 s; a client certificate becomes the principal "User:<subject
+// DN>"), and replies then go through the copying writer instead: file slices are read with
+// pread into a pooled 256 KiB buffer, with the encoded bytes around them, and written to the
+// TLS connection a buffer at a time (sendfile cannot encrypt). A listener may require
+// authentication (SASL_PLAINTEXT, SASL_SSL): until a handler calls ConnInfo.SetAuthenticated,
+// a frame larger than MaxUnauthenticatedBytes closes the connection on its size prefix, and a
+// request of any API but PreAuthKeys (ApiVersions, SaslHandshake, SaslAuthenticate) closes it
+// before it is decoded, so no other handler ever runs for an unauthenticated client.
+//
 // Kafka's rules on bad input: an unknown API key, a version outside the registered range (except
 // ApiVersions, answered with UNSUPPORTED_VERSION at v0 as KIP-511 says), an unparsable header or
 // body close the connection without a response. A panic in a handler is recovered, logged, and

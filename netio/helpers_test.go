@@ -258,7 +258,7 @@ func (ts *testServer) setBody(f func(req *Request) *Body) { ts.bodyFor.Store(&f)
 // testClient speaks raw Kafka framing to a testServer.
 type testClient struct {
 	t    *testing.T
-	conn *net.TCPConn
+	conn net.Conn // a *net.TCPConn, or a *tls.Conn (tlsDial)
 	corr int32
 	f    *kmsg.RequestFormatter
 }
@@ -270,7 +270,7 @@ func dial(t *testing.T, addr string) *testClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return &testClient{t: t, conn: c.(*net.TCPConn), f: kmsg.NewRequestFormatter(kmsg.FormatterClientID("netio-test"))}
+	return &testClient{t: t, conn: c, f: kmsg.NewRequestFormatter(kmsg.FormatterClientID("netio-test"))}
 }
 
 // frame returns req encoded as a size-prefixed frame with the next correlation id.

@@ -3,6 +3,7 @@ package netio
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -149,7 +150,7 @@ func TestIdleTimeoutClientNotReading(t *testing.T) {
 		return body
 	})
 	c := dial(t, ts.addr)
-	_ = c.conn.SetReadBuffer(4096)
+	_ = c.conn.(*net.TCPConn).SetReadBuffer(4096)
 	var wire []byte
 	for i := 0; i < 32; i++ { // 128 MiB of responses: far more than the socket buffers hold
 		frame, _ := c.frame(kmsg.NewPtrFetchRequest(), 4)

@@ -78,8 +78,10 @@ func (b *Body) Release() {
 }
 
 // writeReply encodes and writes one response frame: size, correlation id, header tags (flexible
-// responses other than ApiVersions), then the body. scratch is reused between calls.
-func writeReply(conn *net.TCPConn, corr int32, key int16, r *Reply, scratch *bytebufferpool.ByteBuffer) error {
+// responses other than ApiVersions), then the body. scratch is reused between calls. tcp is the
+// plain TCP connection under conn, for zero-copy bodies; nil (TLS) copies file slices through
+// user space.
+func writeReply(conn net.Conn, tcp *net.TCPConn, corr int32, key int16, r *Reply, scratch *bytebufferpool.ByteBuffer) error {
 	scratch.B = scratch.B[:0]
 	scratch.B = append(scratch.B, 0, 0, 0, 0)
 	scratch.B = binary.BigEndian.AppendUint32(scratch.B, uint32(corr))
@@ -104,13 +106,16 @@ func writeReply(conn *net.TCPConn, corr int32, key int16, r *Reply, scratch *byt
 		return fmt.Errorf("response of %d bytes too large", total)
 	}
 	binary.BigEndian.PutUint32(scratch.B, uint32(total))
+	if tcp == nil {
+		return writeBodyCopy(conn, scratch.B, b)
+	}
 	// Cork the socket while a body with file slices goes out: the header bytes, the slices and
 	// the trailing bytes then leave in full-size segments, instead of a small segment for each
 	// write around a slice (on loopback each segment costs a transmit and a receiver wake-up).
 	// Uncorking sends what is left at once.
 	if len(b.parts) > 0 {
-		setCork(conn, corkOn)
-		defer setCork(conn, corkOff)
+		setCork(tcp, corkOn)
+		defer setCork(tcp, corkOff)
 	}
 	head := scratch.B
 	start := 0
@@ -118,16 +123,16 @@ func writeReply(conn *net.TCPConn, corr int32, key int16, r *Reply, scratch *byt
 	for _, p := range b.parts {
 		bufs = append(bufs[:0], head, b.buf.B[start:p.end])
 		head = nil
-		if _, err := bufs.WriteTo(conn); err != nil {
+		if _, err := bufs.WriteTo(tcp); err != nil {
 			return err
 		}
 		start = p.end
-		if err := sendfile(conn, p.slice); err != nil {
+		if err := sendfile(tcp, p.slice); err != nil {
 			return err
 		}
 	}
 	bufs = append(bufs[:0], head, b.buf.B[start:])
-	_, err := bufs.WriteTo(conn)
+	_, err := bufs.WriteTo(tcp)
 	return err
 }
 

@@ -34,8 +34,17 @@ type ConnInfo struct {
 	// Closing is closed once the connection stops reading requests (the client went away, an
 	// error, or server shutdown): a Deferred reply parked on a long wait should finish early.
 	Closing <-chan struct{}
+	// SecurityProtocol is the listener's protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).
+	SecurityProtocol string
+	// TLS is whether the connection is encrypted.
+	TLS bool
+	// RequireAuth is whether the listener requires authentication (SASL) before serving
+	// anything but PreAuthKeys.
+	RequireAuth bool
 
-	principal atomic.Pointer[string]
+	principal     atomic.Pointer[string]
+	authenticated atomic.Bool
+	authState     atomic.Pointer[any]
 }
 
 // AnonymousPrincipal is the principal of an unauthenticated connection (Kafka's User:ANONYMOUS).
@@ -55,6 +64,31 @@ func (c *ConnInfo) Principal() string {
 // SetPrincipal records the principal a connection authenticated as (SASL, or a TLS client
 // certificate).
 func (c *ConnInfo) SetPrincipal(p string) { c.principal.Store(&p) }
+
+// Authenticated reports whether the connection may use every API: always on a listener that
+// does not require authentication, otherwise once SetAuthenticated was called.
+func (c *ConnInfo) Authenticated() bool {
+	return c != nil && (!c.RequireAuth || c.authenticated.Load())
+}
+
+// SetAuthenticated records a successful authentication as principal: from the next request on,
+// every API is served.
+func (c *ConnInfo) SetAuthenticated(principal string) {
+	c.SetPrincipal(principal)
+	c.authenticated.Store(true)
+}
+
+// AuthState is the authentication handlers' per-connection state (a SASL exchange in
+// progress), nil at first.
+func (c *ConnInfo) AuthState() any {
+	if p := c.authState.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// SetAuthState stores the authentication handlers' per-connection state.
+func (c *ConnInfo) SetAuthState(v any) { c.authState.Store(&v) }
 
 var errBadHeader = errors.New("malformed request header")
 

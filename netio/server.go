@@ -2,6 +2,7 @@ package netio
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,10 @@ type Config struct {
 	MaxInFlight int
 	// Observer, when set, is told about every answered request (metrics).
 	Observer Observer
+	// MaxUnauthenticatedBytes bounds request frames on a RequireAuth listener until the
+	// connection has authenticated (Kafka's sasl.server.max.receive.size, default 512 KiB): a
+	// stranger cannot make the broker read socket.request.max.bytes.
+	MaxUnauthenticatedBytes int32
 }
 
 // Observer receives per-request measurements. It is called from connection goroutines, so it
@@ -45,12 +50,39 @@ func (c *Config) fill() {
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 64
 	}
+	if c.MaxUnauthenticatedBytes <= 0 {
+		c.MaxUnauthenticatedBytes = 512 << 10
+	}
 }
 
-// Listener is a named listening socket.
+// Listener is a named listening socket and its security protocol.
 type Listener struct {
 	Name string
 	net.Listener
+	// SecurityProtocol is Kafka's name of the listener's protocol (PLAINTEXT, SSL,
+	// SASL_PLAINTEXT, SASL_SSL); informational (ConnInfo.SecurityProtocol).
+	SecurityProtocol string
+	// TLS, when set, makes every connection a TLS server connection (SSL, SASL_SSL). Responses
+	// then copy file slices through user space (sendfile cannot encrypt).
+	TLS *tls.Config
+	// RequireAuth gates the listener (SASL_PLAINTEXT, SASL_SSL): until a handler calls
+	// ConnInfo.SetAuthenticated, only the API keys in PreAuthKeys are served; any other
+	// request closes the connection before it is decoded, and frames are bounded by
+	// Config.MaxUnauthenticatedBytes.
+	RequireAuth bool
+}
+
+// PreAuthKeys are the API keys served on a RequireAuth listener before authentication:
+// ApiVersions (18), SaslHandshake (17), SaslAuthenticate (36), as Kafka does.
+var PreAuthKeys = [...]int16{18, 17, 36}
+
+func preAuthKey(key int16) bool {
+	for _, k := range PreAuthKeys {
+		if k == key {
+			return true
+		}
+	}
+	return false
 }
 
 // Server accepts connections on its listeners and serves them with the registry's handlers.
@@ -117,7 +149,7 @@ func (s *Server) acceptLoop(l Listener) {
 			continue
 		}
 		_ = tc.SetNoDelay(true)
-		c := newConn(s, tc, l.Name)
+		c := newConn(s, tc, l)
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()

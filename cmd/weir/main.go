@@ -7,6 +7,9 @@
 //	weir group list|describe|delete|reset-offsets [GROUP ...] [flags]
 //	weir dev-cluster [-n 3] [--dir ./data-cluster] [--base-port 9092] [--controller-base-port 19093] [--set key=value ...]
 //	weir cluster info [--bootstrap host:port]
+//	weir user create|delete|list [NAME] [--password P] [--mechanism M] [--sasl-mechanism M --sasl-user U --tls ...]
+//	weir config docs
+//	weir acl add|list|remove [--allow|--deny] [--principal User:P] [--operation OP] [--topic T|--group G|--cluster] [--prefixed]
 package main
 
 import (
@@ -28,9 +31,11 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
+	case "config":
+		err = configCmd(os.Args[2:], os.Stdout)
 	case "hist":
 		err = histCmd(os.Args[2:], os.Stdout)
-	case "topic", "produce", "consume", "group", "bench", "cluster", "dev-cluster":
+	case "topic", "produce", "consume", "group", "bench", "cluster", "dev-cluster", "user", "acl":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		switch os.Args[1] {
 		case "topic":
@@ -47,6 +52,10 @@ func main() {
 			err = clusterCmd(ctx, os.Args[2:], os.Stdout)
 		case "dev-cluster":
 			err = devClusterCmd(ctx, os.Args[2:], os.Stdout)
+		case "user":
+			err = userCmd(ctx, os.Args[2:], os.Stdout)
+		case "acl":
+			err = aclCmd(ctx, os.Args[2:], os.Stdout)
 		}
 		stop()
 	case "-h", "--help", "help":
@@ -78,7 +87,10 @@ commands:
   produce  send stdin lines as records: weir produce --topic T [--key-separator :] [--acks all|1|0]
   consume  print records: weir consume --topic T [--from beginning|end|OFFSET] [--max N] [--format '%k\t%v\n']
   group    list, describe (members, lag), delete consumer groups, reset their offsets
+  user     SCRAM users (SASL): weir user create NAME --password P; weir user delete NAME; weir user list
+  acl      ACLs (authorizer on): weir acl add --allow --principal User:alice --operation READ --topic T [--prefixed]; weir acl list; weir acl remove --principal User:alice
   bench    load generator: weir bench produce|e2e|consume [--workload 1topic-16part-1kb-50k] [--out DIR]; weir bench disk --dir D; weir bench report [--update docs/benchmarks.md] DIR...
+  config   configuration reference: weir config docs (Markdown: every key, default, meaning; docs/configuration.md)
   hist     latency histograms: weir hist show x.hgrm; weir hist compare a.hgrm b.hgrm [--plot out.png|out.svg]
 
 Client commands take --bootstrap host:port (default 127.0.0.1:9092); 'weir <command> -h' lists flags.

@@ -1,0 +1,411 @@
+package broker
+
+// The broker's side of observability (package metrics): the admin listener (metrics.listener:
+// /metrics, /healthz, /readyz, pprof when metrics.pprof.enable), readiness, the request and
+// fsync observers handed to netio and the engine, the produce/fetch counting helpers called by
+// the handlers, and a collector that reads the broker's state at scrape time (partition offsets
+// and sizes, follower lag, under-replicated partitions, the active controller, group states,
+// connections). Every series is listed in docs/operations.md.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/metrics"
+	"github.com/weir-mq/weir/record"
+	"github.com/weir-mq/weir/replication"
+)
+
+// brokerObs is the broker's observability state (the Broker's obs field).
+type brokerObs struct {
+	reg   *metrics.Registry
+	admin *metrics.Server
+	// built is set once New has set every field of the Broker: before, the collector and
+	// /readyz read nothing of it. started: Start ran; stopping: Shutdown began.
+	built    atomic.Bool
+	started  atomic.Bool
+	stopping atomic.Bool
+}
+
+// initObs creates the registry and, unless metrics.listener is empty, binds the admin listener.
+// A listener that cannot be bound is logged and skipped: the broker still serves clients (its
+// /readyz is then unreachable, which health checks treat as not ready).
+func (b *Broker) initObs() {
+	b.obs.reg = metrics.New()
+	b.obs.reg.MustRegister(&brokerCollector{b: b})
+	b.obs.reg.SetTopicAlive(func(topic string) bool {
+		if !b.obs.built.Load() {
+			return true
+		}
+		_, ok := b.topics.get(topic)
+		return ok
+	})
+	addr := b.cfg.str("metrics.listener")
+	if addr == "" {
+		return
+	}
+	s, err := metrics.Listen(metrics.ServerConfig{
+		Addr:  addr,
+		Pprof: b.cfg.bool("metrics.pprof.enable"),
+		Ready: b.ready,
+	}, b.obs.reg)
+	if err != nil {
+		slog.Error("metrics.listener: cannot listen; /metrics, /healthz and /readyz are not served", "addr", addr, "err", err)
+		return
+	}
+	b.obs.admin = s
+	slog.Info("admin listener", "metrics.listener", s.Addr(), "pprof", b.cfg.bool("metrics.pprof.enable"))
+}
+
+// stopObs closes the admin listener.
+func (b *Broker) stopObs() {
+	if b.obs.admin == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = b.obs.admin.Close(ctx)
+}
+
+// MetricsAddr is the bound address of the admin listener ("" when disabled or not bound).
+func (b *Broker) MetricsAddr() string {
+	if b.obs.admin == nil {
+		return ""
+	}
+	return b.obs.admin.Addr()
+}
+
+// Metrics exposes the broker's metrics registry (tests, tools).
+func (b *Broker) Metrics() *metrics.Registry { return b.obs.reg }
+
+// ready is /readyz: nil once the log dirs are recovered, the listeners serve, a controller is
+// known and this broker is registered and unfenced; else why not.
+func (b *Broker) ready() error {
+	switch {
+	case b.obs.stopping.Load():
+		return errors.New("shutting down")
+	case !b.obs.built.Load():
+		return errors.New("starting: waiting for the metadata quorum and recovering the log dirs")
+	case !b.obs.started.Load():
+		return errors.New("log dirs recovered; listeners not serving yet")
+	}
+	if id := b.ctl.ActiveID(); id < 0 {
+		return errors.New("no active controller known")
+	}
+	bi, ok := b.ctl.Image().Brokers[b.nodeID]
+	switch {
+	case !ok:
+		return fmt.Errorf("broker %d is not registered with the controller", b.nodeID)
+	case bi.Fenced:
+		return fmt.Errorf("broker %d is fenced", b.nodeID)
+	}
+	return nil
+}
+
+// observeISRChange counts an ISR change applied to a partition this broker leads (called by
+// the replica manager when the controller accepted it).
+func (b *Broker) observeISRChange(before, after []int32) {
+	if b.obs.reg != nil {
+		b.obs.reg.ISRChanged(before, after)
+	}
+}
+
+// observeProduced counts the batches a Produce appended (partitions answered without error so
+// far): bytes and records per topic.
+func (b *Broker) observeProduced(version int16, req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) {
+	reg := b.obs.reg
+	for i := range resp.Topics {
+		if i >= len(req.Topics) {
+			break
+		}
+		rt, st := &req.Topics[i], &resp.Topics[i]
+		var tc *metrics.TopicCounters
+		for j := range st.Partitions {
+			if st.Partitions[j].ErrorCode != 0 || j >= len(rt.Partitions) {
+				continue
+			}
+			batch := rt.Partitions[j].Records
+			if tc == nil {
+				name := rt.Topic
+				if version >= 13 {
+					t, ok := b.topics.getByID(rt.TopicID)
+					if !ok {
+						break
+					}
+					name = t.Name
+				}
+				tc = reg.Topic(name)
+			}
+			records := 0
+			if len(batch) >= record.RecordCountOffset {
+				records = int(int32(binary.BigEndian.Uint32(batch[record.LastOffsetDeltaOffset:]))) + 1
+			}
+			tc.AddProduced(len(batch), records)
+		}
+	}
+}
+
+// observeProduceErrors counts a Produce response's partition errors (call once, on the final
+// response).
+func (b *Broker) observeProduceErrors(resp *kmsg.ProduceResponse) {
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			if c := resp.Topics[i].Partitions[j].ErrorCode; c != 0 {
+				b.obs.reg.ProduceError(c)
+			}
+		}
+	}
+}
+
+// fetchTally accumulates one Fetch response's record bytes per topic until the response is
+// final: a long poll rebuilds its response, and only the one sent is counted. It lives on the
+// handler's stack; up to len(topics) topics with data need no allocation.
+type fetchTally struct {
+	b       *Broker
+	replica bool
+	cur     string
+	curN    int64
+	n       int
+	topics  [8]topicBytes
+	more    []topicBytes
+}
+
+type topicBytes struct {
+	topic string
+	n     int64
+}
+
+// setTopic starts the next topic of the response.
+func (t *fetchTally) setTopic(name string) {
+	t.flushTopic()
+	t.cur = name
+}
+
+// partition records one partition of the response: its error code (counted at once: a response
+// with an error is never rebuilt) and its record bytes.
+func (t *fetchTally) partition(code int16, n int64) {
+	if code != 0 {
+		t.b.obs.reg.FetchError(code)
+	}
+	t.curN += n
+}
+
+func (t *fetchTally) flushTopic() {
+	if t.curN == 0 {
+		return
+	}
+	tb := topicBytes{t.cur, t.curN}
+	t.curN = 0
+	if t.n < len(t.topics) {
+		t.topics[t.n] = tb
+		t.n++
+		return
+	}
+	t.more = append(t.more, tb)
+}
+
+// reset forgets a response that is not sent (a long poll waiting for more).
+func (t *fetchTally) reset() {
+	t.cur, t.curN, t.n, t.more = "", 0, 0, t.more[:0]
+}
+
+// commit counts the response that is sent.
+func (t *fetchTally) commit() {
+	t.flushTopic()
+	reg := t.b.obs.reg
+	if t.replica {
+		var sum int64
+		for _, tb := range t.topics[:t.n] {
+			sum += tb.n
+		}
+		for _, tb := range t.more {
+			sum += tb.n
+		}
+		reg.AddReplicationBytesOut(sum)
+		return
+	}
+	for _, tb := range t.topics[:t.n] {
+		reg.Topic(tb.topic).AddFetched(tb.n)
+	}
+	for _, tb := range t.more {
+		reg.Topic(tb.topic).AddFetched(tb.n)
+	}
+}
+
+// brokerCollector reads the broker's state at scrape time.
+type brokerCollector struct{ b *Broker }
+
+var (
+	partLabels          = []string{"topic", "partition"}
+	descLogEndOffset    = prometheus.NewDesc("weir_partition_log_end_offset", "Offset after the last record of each partition replica on this broker.", partLabels, nil)
+	descHighWatermark   = prometheus.NewDesc("weir_partition_high_watermark", "High watermark (last committed offset + 1) of each partition replica on this broker.", partLabels, nil)
+	descLogStartOffset  = prometheus.NewDesc("weir_partition_log_start_offset", "First offset still kept of each partition replica on this broker.", partLabels, nil)
+	descSizeBytes       = prometheus.NewDesc("weir_partition_size_bytes", "Bytes of segment files of each partition replica on this broker.", partLabels, nil)
+	descReplicaLag      = prometheus.NewDesc("weir_partition_replica_lag_messages", "On the leader: its log end offset minus each follower's last fetch offset (the follower's durable end), by follower broker id.", []string{"topic", "partition", "replica"}, nil)
+	descPartitions      = prometheus.NewDesc("weir_partitions", "Partition replicas on this broker (Kafka's PartitionCount).", nil, nil)
+	descLeaders         = prometheus.NewDesc("weir_leader_partitions", "Partitions this broker leads (Kafka's LeaderCount).", nil, nil)
+	descUnderReplicated = prometheus.NewDesc("weir_under_replicated_partitions", "Partitions this broker leads whose ISR is smaller than their replica set (Kafka's UnderReplicatedPartitions).", nil, nil)
+	descUnderMinISR     = prometheus.NewDesc("weir_under_min_isr_partitions", "Partitions this broker leads whose ISR is smaller than min.insync.replicas: acks=all produce is refused (Kafka's UnderMinIsrPartitionCount).", nil, nil)
+	descOffline         = prometheus.NewDesc("weir_offline_partitions", "Partitions without a leader; reported by the active controller only, 0 elsewhere (Kafka's OfflinePartitionsCount).", nil, nil)
+	descControllerActv  = prometheus.NewDesc("weir_controller_active", "1 on the broker that is the active controller (the Raft leader of the metadata quorum), else 0 (Kafka's ActiveControllerCount).", nil, nil)
+	descControllerID    = prometheus.NewDesc("weir_controller_active_id", "Node id of the active controller as this broker knows it; -1 when none is known.", nil, nil)
+	descBrokers         = prometheus.NewDesc("weir_brokers", "Registered brokers in the metadata image, by state (fenced or unfenced).", []string{"state"}, nil)
+	descGroups          = prometheus.NewDesc("weir_groups", "Consumer groups this broker coordinates, by state.", []string{"state"}, nil)
+	descRebalStarted    = prometheus.NewDesc("weir_group_rebalances_started_total", "Rebalances started: groups this broker coordinates entering PreparingRebalance.", nil, nil)
+	descRebalDone       = prometheus.NewDesc("weir_group_rebalances_total", "Rebalances completed: join phases of groups this broker coordinates that produced a new generation (entering CompletingRebalance).", nil, nil)
+	descConnections     = prometheus.NewDesc("weir_connections", "Open client connections (all listeners).", nil, nil)
+	descPanics          = prometheus.NewDesc("weir_handler_panics_total", "Request handler panics recovered (each closed its connection); should stay 0.", nil, nil)
+	descLogDirOnline    = prometheus.NewDesc("weir_log_dir_online", "1 when the log dir is online, 0 after a write or fsync failure made it read-only (KAFKA_STORAGE_ERROR).", []string{"dir"}, nil)
+	descInfo            = prometheus.NewDesc("weir_broker_info", "Constant 1, labelled with this broker's version, node id and cluster id.", []string{"version", "node_id", "cluster_id"}, nil)
+	descReady           = prometheus.NewDesc("weir_broker_ready", "1 when /readyz answers 200, else 0.", nil, nil)
+)
+
+var groupStates = []string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable"}
+
+func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLogEndOffset, descHighWatermark, descLogStartOffset, descSizeBytes,
+		descReplicaLag, descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
+		descControllerActv, descControllerID, descBrokers, descGroups, descRebalStarted, descRebalDone,
+		descConnections, descPanics, descLogDirOnline, descInfo, descReady} {
+		ch <- d
+	}
+}
+
+func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
+	b := c.b
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	ready := 0.0
+	if b.ready() == nil {
+		ready = 1
+	}
+	gauge(descReady, ready)
+	if !b.obs.built.Load() || b.obs.stopping.Load() {
+		return
+	}
+	gauge(descInfo, 1, Version, strconv.Itoa(int(b.nodeID)), b.clusterID)
+	// Partition replicas: offsets and sizes from the logs.
+	logs := b.logs.Logs()
+	for tp, l := range logs {
+		p := strconv.Itoa(int(tp.Partition))
+		gauge(descLogEndOffset, float64(l.LogEndOffset()), tp.Topic, p)
+		gauge(descHighWatermark, float64(l.HighWatermark()), tp.Topic, p)
+		gauge(descLogStartOffset, float64(l.LogStartOffset()), tp.Topic, p)
+		gauge(descSizeBytes, float64(l.Size()), tp.Topic, p)
+	}
+	gauge(descPartitions, float64(len(logs)))
+	for _, d := range b.logs.Dirs() {
+		online := 1.0
+		if d.Err() != nil {
+			online = 0
+		}
+		gauge(descLogDirOnline, online, d.Path)
+	}
+	// Follower lag, on the leader.
+	b.rm.mu.RLock()
+	reps := make([]*replica, 0, len(b.rm.parts))
+	for _, r := range b.rm.parts {
+		reps = append(reps, r)
+	}
+	b.rm.mu.RUnlock()
+	for _, r := range reps {
+		r.mu.Lock()
+		if r.state != nil {
+			end := r.log.LogEndOffset()
+			for _, id := range r.info.Replicas {
+				if id == b.nodeID {
+					continue
+				}
+				if fe, ok := r.state.FollowerEnd(id); ok {
+					gauge(descReplicaLag, float64(max(end-fe, 0)), r.tp.Topic, strconv.Itoa(int(r.tp.Partition)), strconv.Itoa(int(id)))
+				}
+			}
+		}
+		r.mu.Unlock()
+	}
+	// The metadata image: leaderships, ISRs, brokers, the controller.
+	img := b.ctl.Image()
+	active := b.ctl.ActiveID()
+	var leaders, under, underMin, offline int
+	for _, t := range img.Topics {
+		minISR := -1
+		for _, pi := range t.Partitions {
+			if pi.Leader < 0 {
+				offline++
+			}
+			if pi.Leader != b.nodeID {
+				continue
+			}
+			leaders++
+			if len(pi.ISR) < len(pi.Replicas) {
+				under++
+			}
+			if minISR < 0 {
+				minISR = b.minISR(t)
+			}
+			if len(pi.ISR) < minISR {
+				underMin++
+			}
+		}
+	}
+	gauge(descLeaders, float64(leaders))
+	gauge(descUnderReplicated, float64(under))
+	gauge(descUnderMinISR, float64(underMin))
+	isActive := 0.0
+	if active == b.nodeID {
+		isActive = 1
+	} else {
+		offline = 0
+	}
+	gauge(descOffline, float64(offline))
+	gauge(descControllerActv, isActive)
+	gauge(descControllerID, float64(active))
+	var fenced, unfenced int
+	for _, bi := range img.Brokers {
+		if bi.Fenced {
+			fenced++
+		} else {
+			unfenced++
+		}
+	}
+	gauge(descBrokers, float64(fenced), "fenced")
+	gauge(descBrokers, float64(unfenced), "unfenced")
+	// Groups.
+	if co := b.groups.coord; co != nil {
+		counts := co.GroupStateCounts()
+		for _, s := range groupStates {
+			gauge(descGroups, float64(counts[s]), s)
+		}
+		started, done := co.RebalanceCounts()
+		counter(descRebalStarted, float64(started))
+		counter(descRebalDone, float64(done))
+	}
+	gauge(descConnections, float64(b.server.ConnectionCount()))
+	counter(descPanics, float64(b.server.HandlerPanics()))
+}
+
+// minISR is a topic's effective min.insync.replicas.
+func (b *Broker) minISR(t *replication.TopicInfo) int {
+	v, _, _ := b.cfg.TopicConfigValue(t.Configs, "min.insync.replicas")
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 1
+	}
+	return n
+}
+
+var _ engine.Observer = (*metrics.Registry)(nil)
