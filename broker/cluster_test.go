@@ -134,7 +134,7 @@ func (c *testCluster) spawn(node *clusterNode) {
 		_ = p.cmd.Process.Signal(syscall.SIGCONT)
 		_ = p.cmd.Process.Kill()
 		<-p.exited
-		if c.t.Failed() {
+		if c.t.Failed() || os.Getenv("WEIR_CLUSTER_LOGS") != "" { // WEIR_CLUSTER_LOGS=1: always
 			c.t.Logf("--- broker %d output ---\n%s", node.id, tail(p.out.String(), 60))
 		}
 	})
@@ -389,6 +389,9 @@ func TestClusterLeaderKillCycles(t *testing.T) {
 		if i < 0 {
 			t.Fatalf("cycle %d: partition 0 has leader %d", cycle, leader)
 		}
+		mdCtx, mdCancel := context.WithTimeout(context.Background(), 5*time.Second)
+		md, _ := adm.Metadata(mdCtx)
+		mdCancel()
 		mu.Lock()
 		before := len(ackedBy[0])
 		mu.Unlock()
@@ -405,6 +408,7 @@ func TestClusterLeaderKillCycles(t *testing.T) {
 		})
 		mu.Lock()
 		failovers = append(failovers, lastAck.Sub(killed))
+		t.Logf("cycle %d: killed broker %d (active controller: %v): next acknowledgement after %v", cycle, leader, md.Controller == leader, lastAck.Sub(killed))
 		mu.Unlock()
 		c.restart(i)
 		c.waitISR(adm, topic, 3, 60*time.Second)

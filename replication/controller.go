@@ -144,6 +144,9 @@ type Controller struct {
 	leaderSince time.Time
 	lastHB      map[int32]time.Time
 	nonvoters   map[int32]string
+	// unreachable holds the voters raft's own heartbeats currently fail to reach (a killed
+	// process refuses connections at once), since when. Guarded by lmu.
+	unreachable map[int32]time.Time
 
 	closeOnce sync.Once
 	closeErr  error
@@ -265,7 +268,7 @@ func Start(cfg Config) (*Controller, error) {
 		rc.LeaderLeaseTimeout = 50 * time.Millisecond
 		rc.CommitTimeout = 5 * time.Millisecond
 	} else {
-		t := 500 * time.Millisecond
+		t := 300 * time.Millisecond
 		if cfg.raftTimeout > 0 {
 			t = cfg.raftTimeout
 		}
@@ -308,6 +311,7 @@ func Start(cfg Config) (*Controller, error) {
 				Timeout: 2 * time.Second,
 				Logger:  hlog,
 			}),
+			reachable: c.peerReachable,
 			keepTrying: func() bool {
 				r := c.raftPtr.Load()
 				return !c.closing.Load() && r != nil && r.State() == raft.Leader
@@ -341,9 +345,10 @@ func Start(cfg Config) (*Controller, error) {
 	if c.mux != nil {
 		c.mux.serve()
 	}
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go c.heartbeatLoop()
 	go c.leaderLoop()
+	go c.watchPeers()
 	ok = true
 	c.log.Info("controller started", "voter", single || isVoter, "addr", c.selfAddr, "voters", len(cfg.Voters))
 	return c, nil
@@ -462,7 +467,27 @@ func (c *Controller) ControlledShutdown(ctx context.Context) error {
 	c.hbMu.Lock() // wait for an in-flight heartbeat, which could otherwise unfence us again
 	c.hbMu.Unlock()
 	_, err := c.submit(ctx, &request{Op: reqControlledStop, BrokerID: c.cfg.NodeID})
-	return err
+	if err != nil {
+		return err
+	}
+	if c.isLeader() && len(c.voters) > 1 {
+		// Hand the active controller over too. Besides sparing the others an election, the
+		// new leader learns that this command committed: a follower only learns a commit
+		// index from later traffic, which a leader that stops now would never send.
+		f := c.raft.LeadershipTransfer()
+		done := make(chan error, 1)
+		go func() { done <- f.Error() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				c.log.Warn("controller: leadership transfer at shutdown failed", "err", err)
+			} else {
+				c.log.Info("controller: handed the active controller over at shutdown")
+			}
+		case <-ctx.Done():
+		}
+	}
+	return nil
 }
 
 // Close stops heartbeating and raft (without handing over leadership) and closes the port and the
@@ -884,10 +909,63 @@ func (c *Controller) leadingNow() bool {
 	return leading && c.isLeader() && c.raft.CurrentTerm() == term
 }
 
+// watchPeers records which voters raft's heartbeats fail to reach (raft observations), so a
+// broker whose process died is fenced after one and a half broker heartbeat intervals of silence
+// instead of the whole session timeout.
+func (c *Controller) watchPeers() {
+	defer c.wg.Done()
+	ch := make(chan raft.Observation, 64)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+			return true
+		}
+		return false
+	})
+	c.raft.RegisterObserver(obs)
+	defer c.raft.DeregisterObserver(obs)
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case o := <-ch:
+			var peer raft.ServerID
+			failed := false
+			switch d := o.Data.(type) {
+			case raft.FailedHeartbeatObservation:
+				peer, failed = d.PeerID, true
+			case raft.ResumedHeartbeatObservation:
+				peer = d.PeerID
+			}
+			c.peerReachable(peer, !failed)
+		}
+	}
+}
+
+// peerReachable records whether raft reaches voter peer (raft observations, and the transport's
+// dial failures, which the patient transport would otherwise hide from raft).
+func (c *Controller) peerReachable(peer raft.ServerID, ok bool) {
+	id, err := strconv.Atoi(string(peer))
+	if err != nil {
+		return
+	}
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	if c.unreachable == nil {
+		c.unreachable = map[int32]time.Time{}
+	}
+	if _, seen := c.unreachable[int32(id)]; !ok && !seen {
+		c.unreachable[int32(id)] = time.Now()
+	} else if ok && seen {
+		delete(c.unreachable, int32(id))
+	}
+}
+
 func (c *Controller) checkSessions() {
 	img := c.Image()
 	now := time.Now()
 	var expired []int32
+	reason := map[int32]string{}
 	c.lmu.Lock()
 	for id, b := range img.Brokers {
 		if b.Fenced {
@@ -897,14 +975,22 @@ func (c *Controller) checkSessions() {
 		if last.Before(c.leaderSince) {
 			last = c.leaderSince
 		}
-		if now.Sub(last) > c.cfg.SessionTimeout {
+		_, unreachable := c.unreachable[id]
+		switch {
+		case now.Sub(last) > c.cfg.SessionTimeout:
 			expired = append(expired, id)
+			reason[id] = "session timeout"
+		case unreachable && now.Sub(last) > c.cfg.HeartbeatInterval*3/2:
+			// Its raft port refuses connections and it missed two heartbeats: the process
+			// is gone; waiting out the session timeout would only delay the failover.
+			expired = append(expired, id)
+			reason[id] = "unreachable and silent"
 		}
 	}
 	c.lmu.Unlock()
 	slices.Sort(expired)
 	for _, id := range expired {
-		c.log.Info("controller: fencing broker after session timeout", "broker", id, "timeout", c.cfg.SessionTimeout)
+		c.log.Info("controller: fencing broker", "broker", id, "reason", reason[id], "timeout", c.cfg.SessionTimeout)
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.SessionTimeout)
 		_, errResp := c.leaderApply(ctx, &command{Op: opFence, BrokerID: id, Unclean: c.uncleanTopics(img)})
 		cancel()

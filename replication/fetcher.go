@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -195,8 +198,13 @@ type sourceFetcher struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
-	conn   *kconn
+	conn   *kconn // used by the fetcher goroutine only
 	addr   string
+
+	// cmu guards live, the connection under conn, which setParts may cut short.
+	cmu         sync.Mutex
+	live        net.Conn
+	interrupted atomic.Bool
 }
 
 func newSourceFetcher(f *Fetchers, source int32) *sourceFetcher {
@@ -206,11 +214,30 @@ func newSourceFetcher(f *Fetchers, source int32) *sourceFetcher {
 
 func (s *sourceFetcher) setParts(ps []*followed) {
 	s.mu.Lock()
+	added := false
+	for _, p := range ps {
+		if !slices.Contains(s.parts, p) {
+			added = true
+			break
+		}
+	}
 	s.parts = ps
 	s.mu.Unlock()
 	select {
 	case s.changed <- struct{}{}:
 	default:
+	}
+	if added {
+		// A partition that just started following this leader (a leadership moved here)
+		// must not wait for the long poll in flight (up to replica.fetch.wait.max.ms): the
+		// new leader's high watermark, and so every acks=all write, waits on this fetch.
+		// Cut the poll short; the fetcher reconnects at once.
+		s.interrupted.Store(true)
+		s.cmu.Lock()
+		if s.live != nil {
+			_ = s.live.SetDeadline(time.Now())
+		}
+		s.cmu.Unlock()
 	}
 }
 
@@ -252,11 +279,11 @@ func (s *sourceFetcher) run() {
 			if s.ctx.Err() != nil {
 				return
 			}
-			log.Debug("replica fetch failed", "err", err)
-			if s.conn != nil {
-				s.conn.Close()
-				s.conn = nil
+			s.dropConn()
+			if s.interrupted.Swap(false) {
+				continue // cut short for new partitions: no backoff
 			}
+			log.Debug("replica fetch failed", "err", err)
 			select {
 			case <-s.ctx.Done():
 				return
@@ -275,10 +302,7 @@ func (s *sourceFetcher) ensureConn() error {
 	if s.conn != nil && addr == s.addr {
 		return nil
 	}
-	if s.conn != nil {
-		s.conn.Close()
-		s.conn = nil
-	}
+	s.dropConn()
 	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
 	defer cancel()
 	c, err := dialKafka(ctx, addr, fmt.Sprintf("weir-replica-%d", s.f.cfg.NodeID))
@@ -286,7 +310,23 @@ func (s *sourceFetcher) ensureConn() error {
 		return err
 	}
 	s.conn, s.addr = c, addr
+	s.cmu.Lock()
+	s.live = c.c
+	s.cmu.Unlock()
+	s.interrupted.Store(false) // the new connection has nothing in flight
 	return nil
+}
+
+// dropConn closes the connection to the source broker (the fetcher goroutine only).
+func (s *sourceFetcher) dropConn() {
+	if s.conn == nil {
+		return
+	}
+	s.cmu.Lock()
+	s.live = nil
+	s.cmu.Unlock()
+	s.conn.Close()
+	s.conn = nil
 }
 
 // round runs the divergence checks that are due, then one Fetch.

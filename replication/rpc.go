@@ -443,6 +443,10 @@ func (c *rpcClient) close() {
 type patientTransport struct {
 	*raft.NetworkTransport
 	keepTrying func() bool // this node still leads and is not shutting down
+	// reachable, when set, is told when a peer cannot be dialled (false) and when an
+	// AppendEntries to it succeeds again (true): the controller fences a silent broker sooner
+	// when its port refuses connections.
+	reachable func(id raft.ServerID, ok bool)
 }
 
 const (
@@ -455,7 +459,11 @@ func (t *patientTransport) AppendEntries(id raft.ServerID, target raft.ServerAdd
 	for {
 		err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 		var oe *net.OpError
-		if err == nil || !errors.As(err, &oe) || oe.Op != "dial" || time.Now().After(deadline) || !t.keepTrying() {
+		isDial := err != nil && errors.As(err, &oe) && oe.Op == "dial"
+		if t.reachable != nil && (err == nil || isDial) {
+			t.reachable(id, err == nil)
+		}
+		if !isDial || time.Now().After(deadline) || !t.keepTrying() {
 			return err
 		}
 		time.Sleep(dialRetry)
