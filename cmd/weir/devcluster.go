@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +54,7 @@ type devClusterConfig struct {
 	dir                string
 	basePort           int
 	controllerBasePort int
+	metricsBasePort    int
 	sets               map[string]string
 	startTimeout       time.Duration
 	stopTimeout        time.Duration
@@ -70,6 +72,7 @@ func parseDevClusterArgs(args []string, stdout io.Writer) (*devClusterConfig, er
 	fs.StringVar(&c.dir, "dir", "./data-cluster", "parent of the node directories DIR/node-i")
 	fs.IntVar(&c.basePort, "base-port", 9092, "broker port of node 1 (node i: base-port+i-1)")
 	fs.IntVar(&c.controllerBasePort, "controller-base-port", 19093, "controller (Raft) port of node 1 (node i: controller-base-port+i-1)")
+	fs.IntVar(&c.metricsBasePort, "metrics-base-port", 9644, "metrics.listener port of node 1 (node i: metrics-base-port+i-1; 0: no metrics listeners)")
 	fs.Var(setFlags(c.sets), "set", "config key=value for every node (repeatable), as weir serve --set")
 	fs.DurationVar(&c.startTimeout, "start-timeout", 60*time.Second, "how long to wait for every node to start")
 	fs.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "how long to wait for the nodes after SIGTERM before SIGKILL")
@@ -158,6 +161,10 @@ func (c *devClusterConfig) nodeProps(i int) map[string]string {
 		"default.replication.factor":       rf,
 		"offsets.topic.replication.factor": rf,
 		"min.insync.replicas":              strconv.Itoa(min(2, c.n)),
+		"metrics.listener":                 "",
+	}
+	if c.metricsBasePort > 0 {
+		props["metrics.listener"] = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.metricsBasePort+i-1))
 	}
 	for k, v := range c.sets {
 		props[k] = v

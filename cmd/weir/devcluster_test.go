@@ -35,6 +35,7 @@ func TestDevClusterNodeArgs(t *testing.T) {
 		" --set listeners=PLAINTEXT://127.0.0.1:7001" +
 		" --set log.dirs=/d/node-2" +
 		" --set log.retention.ms=1000" +
+		" --set metrics.listener=127.0.0.1:9645" +
 		" --set min.insync.replicas=1" +
 		" --set node.id=2" +
 		" --set offsets.topic.replication.factor=3"
@@ -268,7 +269,7 @@ func TestDevClusterIntegration(t *testing.T) {
 	cp := freePortRange(t, 3, bp, bp+1, bp+2)
 	out := &lockedBuffer{}
 	cmd := exec.Command(bin, "dev-cluster", "-n", "3", "--dir", dir, "--base-port", strconv.Itoa(bp),
-		"--controller-base-port", strconv.Itoa(cp), "--stop-timeout", "20s")
+		"--controller-base-port", strconv.Itoa(cp), "--metrics-base-port", "0", "--stop-timeout", "20s")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
