@@ -14,6 +14,7 @@ package broker
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,9 +43,12 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 	// The tally counts bytes out and errors of the response actually sent (metrics.go).
 	tally := fetchTally{b: b}
 	denied := b.fetchDenied(r, req) // ACL: READ on topics, CLUSTER_ACTION for replicas (authz_handlers.go)
-	body, total, watches := b.buildFetch(r.Version, req, &tally, denied)
+	w := waiterPool.Get().(*engine.Waiter)
+	body, total, watched := b.buildFetch(r.Version, req, &tally, denied, w)
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
-	if total >= int64(req.MinBytes) || wait <= 0 || len(watches) == 0 {
+	if total >= int64(req.MinBytes) || wait <= 0 || !watched {
+		w.Stop()
+		waiterPool.Put(w)
 		tally.commit()
 		return netio.Reply{Body: body}
 	}
@@ -57,26 +61,39 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 	return netio.Reply{Deferred: func() netio.Reply {
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
+		defer waiterPool.Put(w)
 		tally := fetchTally{b: b}
 		for {
-			// The connection closing (client gone, or broker shutdown) ends the wait too, so
-			// a shutdown answers parked fetches at once instead of after their max wait.
-			if waitAny(append(watches, closing), timer.C) {
-				body, _, _ := b.buildFetch(r.Version, req, &tally, denied)
+			// One channel for every partition read (engine.Waiter): no goroutine per
+			// partition. The connection closing (client gone, or broker shutdown) ends the
+			// wait too, so a shutdown answers parked fetches at once.
+			timedOut := false
+			select {
+			case <-w.C:
+			case <-closing:
+			case <-timer.C:
+				timedOut = true
+			}
+			w.Stop()
+			if timedOut || isClosed(closing) {
+				body, _, _ := b.buildFetch(r.Version, req, &tally, denied, nil)
 				tally.commit()
 				return netio.Reply{Body: body}
 			}
-			body, total, w := b.buildFetch(r.Version, req, &tally, denied)
-			if total >= int64(req.MinBytes) || time.Now().After(deadline) || isClosed(closing) || len(w) == 0 {
+			body, total, watched := b.buildFetch(r.Version, req, &tally, denied, w)
+			if total >= int64(req.MinBytes) || time.Now().After(deadline) || !watched {
+				w.Stop()
 				tally.commit()
 				return netio.Reply{Body: body}
 			}
 			body.Release()
 			tally.reset()
-			watches = w
 		}
 	}}
 }
+
+// waiterPool recycles the long polls' waiters.
+var waiterPool = sync.Pool{New: func() any { return engine.NewWaiter() }}
 
 func isClosed(ch <-chan struct{}) bool {
 	select {
@@ -87,45 +104,13 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// waitAny blocks until one of the channels closes (false) or the timer fires (true).
-func waitAny(chs []<-chan struct{}, timer <-chan time.Time) (timedOut bool) {
-	if len(chs) == 1 {
-		select {
-		case <-chs[0]:
-			return false
-		case <-timer:
-			return true
-		}
-	}
-	done := make(chan struct{})
-	stop := make(chan struct{})
-	defer close(stop)
-	for _, ch := range chs {
-		go func(ch <-chan struct{}) {
-			select {
-			case <-ch:
-				select {
-				case done <- struct{}{}:
-				case <-stop:
-				}
-			case <-stop:
-			}
-		}(ch)
-	}
-	select {
-	case <-done:
-		return false
-	case <-timer:
-		return true
-	}
-}
-
-// buildFetch reads every requested partition and encodes the response. It returns the body,
-// the record bytes it holds, and (for a long poll) the high-watermark notifications of the
-// partitions read, taken before reading so no append is missed. When a partition has an error
-// it returns no notifications: as in Kafka, an error is answered at once, not after max_wait_ms.
+// buildFetch reads every requested partition and encodes the response. It returns the body and
+// the record bytes it holds; with w set it first registers w on each partition read (the high
+// watermark for consumers, the log end for replicas), before reading so no append is missed,
+// and watched says whether the caller may park on w. When a partition has an error it reports
+// watched false: as in Kafka, an error is answered at once, not after max_wait_ms.
 // Topics denied (ACLs; nil: none) answer TOPIC_AUTHORIZATION_FAILED.
-func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest, tally *fetchTally, denied func(string) bool) (*netio.Body, int64, []<-chan struct{}) {
+func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest, tally *fetchTally, denied func(string) bool, w *engine.Waiter) (body *netio.Body, total int64, watched bool) {
 	enc := newFetchEncoder(version)
 	enc.begin(0, 0, 0, len(req.Topics))
 	iso := engine.ReadUpToHighWatermark
@@ -141,8 +126,6 @@ func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest, tally *fetchT
 	if maxBytes <= 0 {
 		maxBytes = 1 << 31
 	}
-	var total int64
-	var watches []<-chan struct{}
 	failed := false
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -199,10 +182,13 @@ func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest, tally *fetchT
 				enc.partition(&p)
 				continue
 			}
-			if replicaID >= 0 {
-				watches = append(watches, l.EndChanged())
-			} else {
-				watches = append(watches, l.HighWatermarkChanged())
+			if w != nil {
+				if replicaID >= 0 {
+					w.WatchEnd(l)
+				} else {
+					w.WatchHighWatermark(l)
+				}
+				watched = true
 			}
 			p.hw = l.HighWatermark()
 			p.lso = p.hw
@@ -230,10 +216,7 @@ func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest, tally *fetchT
 		enc.endTopic()
 	}
 	enc.end()
-	if failed {
-		watches = nil
-	}
-	return enc.body, total, watches
+	return enc.body, total, watched && !failed
 }
 
 // readPartition reads from one partition: OFFSET_OUT_OF_RANGE outside [log start, log end], an
