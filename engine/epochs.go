@@ -359,6 +359,14 @@ func (l *Log) loadEpochs() error {
 		if ok && last > c.latest {
 			slog.Warn("leader epoch checkpoint misses the last batch's epoch; rebuilding it from the log", "file", path, "epoch", last, "cached", c.latest)
 			rebuild = true
+		} else if mismatch, err := l.latestEntryMismatch(); err != nil {
+			return fmt.Errorf("load leader epochs of %s: %w", l.dir, err)
+		} else if mismatch {
+			// The checkpoint names an epoch start the log's batches do not carry (its
+			// batches were lost in a crash after the checkpoint was written, and the log
+			// holds older-epoch batches there).
+			slog.Warn("leader epoch checkpoint disagrees with the log; rebuilding it from the log", "file", path, "cached", c.latest)
+			rebuild = true
 		}
 	}
 	if rebuild {
@@ -372,6 +380,34 @@ func (l *Log) loadEpochs() error {
 		}
 	}
 	return l.persistEpochs()
+}
+
+// latestEntryMismatch reports whether the cache's latest entry starts inside the log somewhere
+// no batch of its epoch starts.
+func (l *Log) latestEntryMismatch() (bool, error) {
+	c := &l.epochs
+	c.mu.RLock()
+	var e EpochEntry
+	n := len(c.entries)
+	if n > 0 {
+		e = c.entries[n-1]
+	}
+	c.mu.RUnlock()
+	if n == 0 || e.StartOffset >= l.nextOffset || e.StartOffset < l.logStartOffset.Load() {
+		return false, nil
+	}
+	seg, ok := l.acquireSegmentFor(e.StartOffset)
+	if !ok {
+		return false, nil
+	}
+	defer seg.Release()
+	_, h, found, err := seg.TranslateOffset(e.StartOffset)
+	if err != nil {
+		return false, err
+	}
+	// No batch starts there (the entry's batches were lost in a crash, leaving a gap before a
+	// later segment), or the batch there carries another epoch: the file is stale.
+	return !found || h.BaseOffset != e.StartOffset || h.PartitionLeaderEpoch >= 0 && h.PartitionLeaderEpoch != e.Epoch, nil
 }
 
 // scanEpochs assigns the epoch of every batch header of the log (unset epochs ignored).
@@ -403,15 +439,25 @@ func (l *Log) lastBatchEpoch() (int32, bool, error) {
 		if s.Size() == 0 {
 			continue
 		}
-		_, pos := s.OffsetIndex().Lookup(math.MaxInt64)
+		_, start := s.OffsetIndex().Lookup(math.MaxInt64)
 		var last record.Header
 		found := false
-		for {
+		for pos := start; ; {
 			h, err := s.ReadHeaderAt(pos)
 			if err == io.EOF {
+				if !found && pos > 0 && start > 0 {
+					// The index points past the data (its tail was not rebuilt yet after a
+					// crash): scan the whole segment instead.
+					pos, start = 0, 0
+					continue
+				}
 				break
 			}
 			if err != nil {
+				if start > 0 {
+					pos, start, found = 0, 0, false
+					continue
+				}
 				return 0, false, err
 			}
 			last, found = h, true
