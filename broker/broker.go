@@ -51,6 +51,9 @@ type Broker struct {
 	authz authzState // ACLs (authz.go)
 
 	sec *securityState // listener security: TLS, SASL (security.go)
+	// interBroker is how followers connect to leaders: the inter-broker listener and its
+	// security (interbroker.go); zero outside a cluster.
+	interBroker replication.ClientSecurity
 }
 
 // apiDef is an API handler registered by one file per API key (in its init()).
@@ -172,7 +175,9 @@ func (b *Broker) bind() error {
 	if b.sec, err = newSecurityState(b.cfg, specs); err != nil {
 		return err
 	}
-	b.sec.warnInterBroker(b.cfg, specs)
+	if err := b.setupInterBroker(specs, adv); err != nil {
+		return err
+	}
 	for _, spec := range specs {
 		ln, err := net.Listen("tcp", spec.Addr())
 		if err != nil {

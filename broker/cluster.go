@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -229,12 +230,23 @@ func (b *Broker) brokerAddr(img *replication.Image, id int32, listener string) (
 	return bi.Endpoints[0], true
 }
 
-// replicaAddr is the fetchers' resolver: a leader's address on the first listener.
+// replicaAddr is the fetchers' resolver: a leader's advertised address on the inter-broker
+// listener (interbroker.go). A leader that does not advertise that listener has no address
+// (another listener would speak another security protocol).
 func (b *Broker) replicaAddr(id int32) (string, bool) {
-	e, ok := b.brokerAddr(b.ctl.Image(), id, b.advertisedFor("").Name)
+	name := b.interBroker.Listener
+	if name == "" {
+		name = b.advertisedFor("").Name
+	}
+	bi, ok := b.ctl.Image().Brokers[id]
 	if !ok {
 		return "", false
 	}
+	i := slices.IndexFunc(bi.Endpoints, func(e replication.Endpoint) bool { return e.Name == name })
+	if i < 0 {
+		return "", false
+	}
+	e := bi.Endpoints[i]
 	host := e.Host
 	if host == "" || host == "0.0.0.0" || host == "::" {
 		host = "127.0.0.1"

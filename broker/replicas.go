@@ -66,6 +66,7 @@ func newReplicaManager(b *Broker) *replicaManager {
 	rm.fetchers = replication.NewFetchers(replication.FetcherConfig{
 		NodeID:            b.nodeID,
 		Addr:              b.replicaAddr,
+		Security:          b.interBroker,
 		MaxWait:           b.cfg.duration("replica.fetch.wait.max.ms"),
 		MaxBytes:          int32(b.cfg.int64("replica.fetch.response.max.bytes")),
 		PartitionMaxBytes: int32(b.cfg.int64("replica.fetch.max.bytes")),

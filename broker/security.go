@@ -16,7 +16,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"slices"
@@ -188,18 +187,6 @@ func listenerTLS(cfg *Config, listener, proto string) (*tls.Config, error) {
 		return nil, fmt.Errorf("ssl.client.auth=%s needs ssl.ca.location (the CA that signs client certificates)", clientAuth)
 	}
 	return tc, nil
-}
-
-// warnInterBroker warns when the listener replicas fetch from (the first one) is not
-// PLAINTEXT: follower fetchers speak neither TLS nor SASL yet.
-func (s *securityState) warnInterBroker(cfg *Config, specs []ListenerSpec) {
-	if len(specs) == 0 || cfg.str("controller.quorum.voters") == "" {
-		return
-	}
-	if p := s.listeners[specs[0].Name].protocol; p != protoPlaintext {
-		slog.Warn("the first listener is used for replication between brokers, which speaks only PLAINTEXT; put a PLAINTEXT listener on a private address first",
-			"listener", specs[0].Name, "security.protocol", p)
-	}
 }
 
 // Failed authentications are rate-limited per client IP address with a token bucket: a burst

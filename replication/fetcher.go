@@ -31,8 +31,11 @@ type Follow struct {
 // FetcherConfig configures the follower fetchers.
 type FetcherConfig struct {
 	NodeID int32
-	// Addr returns a broker's Kafka listener address (from the metadata image).
+	// Addr returns a broker's address on the inter-broker listener (from the metadata image).
 	Addr func(broker int32) (string, bool)
+	// Security is the inter-broker listener's security protocol: TLS and SASL settings of
+	// the connections to leaders (zero: PLAINTEXT).
+	Security ClientSecurity
 	// MaxWait is replica.fetch.wait.max.ms (default 500ms).
 	MaxWait time.Duration
 	// MaxBytes is replica.fetch.response.max.bytes (default 10 MiB); PartitionMaxBytes is
@@ -205,7 +208,20 @@ type sourceFetcher struct {
 	cmu         sync.Mutex
 	live        net.Conn
 	interrupted atomic.Bool
+
+	// lastWarn and lastWarnKey rate-limit the warnings about security failures, and
+	// securityFailures counts them in a row (the fetcher goroutine only).
+	lastWarn         time.Time
+	lastWarnKey      string
+	securityFailures int
 }
+
+// securityWarnEvery is how often a persisting connection security failure (TLS, SASL) is
+// logged again; securityBackoffMax bounds the wait between attempts after such failures.
+const (
+	securityWarnEvery  = 30 * time.Second
+	securityBackoffMax = 10 * time.Second
+)
 
 func newSourceFetcher(f *Fetchers, source int32) *sourceFetcher {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -275,7 +291,12 @@ func (s *sourceFetcher) run() {
 			}
 			continue
 		}
-		if err := s.round(parts); err != nil {
+		err := s.round(parts)
+		if err == nil && s.lastWarnKey != "" {
+			log.Info("replicating from the leader again", "listener", s.f.cfg.Security.Listener, "security.protocol", s.f.cfg.Security.Protocol())
+			s.lastWarnKey, s.securityFailures = "", 0
+		}
+		if err != nil {
 			if s.ctx.Err() != nil {
 				return
 			}
@@ -283,29 +304,54 @@ func (s *sourceFetcher) run() {
 			if s.interrupted.Swap(false) {
 				continue // cut short for new partitions: no backoff
 			}
-			log.Debug("replica fetch failed", "err", err)
+			backoff := s.f.cfg.Backoff
+			if se := (*SecurityError)(nil); errors.As(err, &se) {
+				s.warnSecurity(log, se)
+				// A refused credential or certificate stays refused until an operator acts:
+				// back off exponentially (up to securityBackoffMax), sparing the leader's
+				// failed-authentication limiter, which would lock this address out.
+				s.securityFailures++
+				backoff = max(backoff, min(backoff<<min(s.securityFailures-1, 6), securityBackoffMax))
+			} else {
+				log.Debug("replica fetch failed", "err", err)
+			}
 			select {
 			case <-s.ctx.Done():
 				return
-			case <-time.After(s.f.cfg.Backoff):
+			case <-time.After(backoff):
 			}
 		}
 	}
 }
 
-// ensureConn connects to the source broker's current address.
+// warnSecurity logs a failure to connect securely to the leader: at once when it is new, then
+// at most every securityWarnEvery while it persists (the fetcher retries every backoff).
+func (s *sourceFetcher) warnSecurity(log *slog.Logger, se *SecurityError) {
+	msg, key := se.Error(), se.Stage+" "+se.Addr
+	if key == s.lastWarnKey && time.Since(s.lastWarn) < securityWarnEvery {
+		log.Debug("replica connection failed", "err", msg)
+		return
+	}
+	s.lastWarn, s.lastWarnKey = time.Now(), key
+	sec := s.f.cfg.Security
+	log.Warn("cannot replicate from the leader: its inter-broker listener refused this broker's connection",
+		"listener", sec.Listener, "security.protocol", sec.Protocol(), "err", msg)
+}
+
+// ensureConn connects to the source broker's current address (again when the connection's
+// SASL session is over).
 func (s *sourceFetcher) ensureConn() error {
 	addr, ok := s.f.cfg.Addr(s.source)
 	if !ok {
-		return fmt.Errorf("broker %d has no known address", s.source)
+		return fmt.Errorf("broker %d has no known address on the inter-broker listener %s", s.source, s.f.cfg.Security.Listener)
 	}
-	if s.conn != nil && addr == s.addr {
+	if s.conn != nil && addr == s.addr && !s.conn.expired() {
 		return nil
 	}
 	s.dropConn()
-	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	c, err := dialKafka(ctx, addr, fmt.Sprintf("weir-replica-%d", s.f.cfg.NodeID))
+	c, err := dialKafka(ctx, addr, fmt.Sprintf("weir-replica-%d", s.f.cfg.NodeID), s.f.cfg.Security)
 	if err != nil {
 		return err
 	}
@@ -480,6 +526,12 @@ func (s *sourceFetcher) partitionError(p *followed, err error) {
 	// once, and the new image usually arrives within milliseconds.
 	p.retryAt = time.Now().Add(min(time.Duration(p.failures)*20*time.Millisecond, s.f.cfg.Backoff))
 	if p.failures == 1 || p.failures%20 == 0 {
+		if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
+			// The leader's authorizer refuses this broker's principal: an operator must act.
+			s.f.cfg.Logger.Warn("replica fetch not authorized: the inter-broker principal needs CLUSTER_ACTION on the cluster (or to be in super.users)",
+				"topic", p.Topic, "partition", p.Partition, "leader", s.source, "listener", s.f.cfg.Security.Listener, "err", err)
+			return
+		}
 		s.f.cfg.Logger.Debug("replica fetch partition error", "topic", p.Topic, "partition", p.Partition, "leader", s.source, "err", err)
 	}
 }
@@ -518,6 +570,9 @@ func (s *sourceFetcher) fetch(parts []*followed) error {
 	}
 	resp := r.(*kmsg.FetchResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		if errors.Is(err, kerr.ClusterAuthorizationFailed) {
+			return &SecurityError{Stage: "authorization of Fetch (the inter-broker principal needs CLUSTER_ACTION on the cluster)", Addr: s.addr, Err: err}
+		}
 		return fmt.Errorf("fetch from broker %d: %w", s.source, err)
 	}
 	idle := true

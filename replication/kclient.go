@@ -17,17 +17,21 @@ import (
 const maxResponseBytes = 256 << 20
 
 // kconn is a minimal Kafka protocol client connection for broker-to-broker requests (follower
-// fetches, OffsetForLeaderEpoch): one request at a time, request codec from kmsg.
+// fetches, OffsetForLeaderEpoch): one request at a time, request codec from kmsg. It speaks the
+// inter-broker listener's security protocol (kclient_security.go).
 type kconn struct {
 	c    net.Conn
 	br   *bufio.Reader
 	fmt  *kmsg.RequestFormatter
 	corr int32
 	buf  []byte
+	// expires, when set, is when the connection's SASL session should be replaced.
+	expires time.Time
 }
 
-func dialKafka(ctx context.Context, addr, clientID string) (*kconn, error) {
-	var d net.Dialer
+// dialKafka connects to addr, then runs TLS and SASL as sec says, all within ctx.
+func dialKafka(ctx context.Context, addr, clientID string, sec ClientSecurity) (*kconn, error) {
+	d := net.Dialer{Timeout: 3 * time.Second} // TCP; ctx bounds TLS and SASL too
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
@@ -35,8 +39,16 @@ func dialKafka(ctx context.Context, addr, clientID string) (*kconn, error) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	return &kconn{c: c, br: bufio.NewReaderSize(c, 64<<10), fmt: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))}, nil
+	k := &kconn{c: c, br: bufio.NewReaderSize(c, 64<<10), fmt: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))}
+	if err := k.secure(ctx, addr, sec); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return k, nil
 }
+
+// expired reports whether the connection's SASL session is (nearly) over.
+func (k *kconn) expired() bool { return !k.expires.IsZero() && time.Now().After(k.expires) }
 
 func (k *kconn) Close() error { return k.c.Close() }
 
