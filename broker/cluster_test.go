@@ -839,3 +839,41 @@ func TestClusterEmptyReplicaBehindLogStart(t *testing.T) {
 		t.Fatalf("restored replica starts with batch at %d (%v), want >= 60", h.BaseOffset, err)
 	}
 }
+
+// TestClusterTopicConfigReachesEveryBroker: a topic config altered through one broker applies on
+// every broker's logs (here: max.message.bytes on partitions led by each of the three brokers).
+func TestClusterTopicConfigReachesEveryBroker(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	adm := kadm.NewClient(c.client())
+	const topic = "configured"
+	createReplicatedTopic(t, adm, topic, 3, 3, nil)
+	c.waitISR(adm, topic, 3, 30*time.Second)
+	ps, err := c.partitions(adm, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaders := map[int32]bool{}
+	for _, p := range ps {
+		leaders[p.Leader] = true
+	}
+	if len(leaders) != 3 {
+		t.Fatalf("leaders %v: want one partition led by each broker", leaders)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	limit := "1000"
+	// Through the first broker only.
+	one := kadm.NewClient(c.clientAt(c.nodes[0]))
+	if _, err := one.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &limit}}, topic); err != nil {
+		t.Fatal(err)
+	}
+	prod := c.client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(5*time.Second))
+	big := bytes.Repeat([]byte("x"), 4000)
+	for p := int32(0); p < 3; p++ {
+		waitFor(t, 10*time.Second, fmt.Sprintf("max.message.bytes applied on the leader of partition %d (broker %d)", p, ps[p].Leader), func() (bool, string) {
+			err := prod.ProduceSync(context.Background(), &kgo.Record{Partition: p, Value: big}).FirstErr()
+			return errors.Is(err, kerr.MessageTooLarge), fmt.Sprint(err)
+		})
+	}
+}

@@ -48,6 +48,9 @@ type replica struct {
 	topic [16]byte
 	log   *engine.Log
 	local bool // a single-replica partition: its high watermark follows its own log
+	// applied is the topic metadata whose configs the log has (reconcile only): images are
+	// copy-on-write, so a new pointer means the topic changed, its configs perhaps.
+	applied *replication.TopicInfo
 
 	// roleMu orders appends against role changes: a leader's appends hold it for reading, a
 	// role change for writing, so nothing is appended after this broker stops leading.
@@ -176,10 +179,12 @@ func (rm *replicaManager) reconcile() {
 			rm.parts[tp] = r
 			rm.mu.Unlock()
 		}
-		cfg := b.cfg.LogConfig(w.t.Configs)
-		cfg.LocalHighWatermark = r.local
-		if old := r.log.Config(); old.LocalHighWatermark != cfg.LocalHighWatermark {
+		if r.applied != w.t {
+			// Topic configs altered through any broker reach this one's logs here.
+			cfg := b.cfg.LogConfig(w.t.Configs)
+			cfg.LocalHighWatermark = r.local
 			r.log.SetConfig(cfg)
+			r.applied = w.t
 		}
 		if w.info.Leader == me {
 			leaders = append(leaders, r)
