@@ -1,7 +1,9 @@
 // Package vfs is the filesystem seam of the storage engine: the few file operations the segment
 // and engine packages perform, behind an interface, so tests can inject faults.
 //
-// OS is the real implementation (Sync = fdatasync(2), SyncDir = fsync of the directory).
+// OS is the real implementation (Sync = fdatasync(2), SyncDir = fsync of the directory). On
+// Linux a Sync that overlaps another runs as an AIO fdatasync (IOCB_CMD_FDSYNC) so the waiting
+// goroutine does not hold a Go P for the duration of the disk flush (aio_linux.go).
 // FaultFS wraps another FS and can fail the next write or sync with a chosen error, and simulate a
 // crash: Crash() makes every handle opened before it fail, truncates each file back to the size it
 // had at its last Sync (every unsynced byte is lost), and removes files created since their

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"golang.org/x/sys/unix"
 )
 
 // File is an open file of the engine.
@@ -45,16 +43,10 @@ func (f osFile) OS() *os.File { return f.File }
 
 // Sync is fdatasync: the data and the metadata needed to read it back (size), not timestamps.
 func (f osFile) Sync() error {
-	for {
-		err := unix.Fdatasync(int(f.File.Fd()))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return &os.PathError{Op: "fdatasync", Path: f.File.Name(), Err: err}
-		}
-		return nil
+	if err := fdatasync(int(f.File.Fd())); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.File.Name(), Err: err}
 	}
+	return nil
 }
 
 func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
