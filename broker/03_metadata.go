@@ -68,7 +68,7 @@ func handleMetadata(b *Broker, r *netio.Request) netio.Reply {
 				t, err = b.createTopic(*rt.Topic, -1, -1, nil, nil, nil)
 				ok = err == nil || errors.Is(err, kerr.TopicAlreadyExists)
 				if errors.Is(err, kerr.TopicAlreadyExists) {
-					t, ok = b.topics.get(*rt.Topic)
+					t, ok = b.topicFresh(*rt.Topic)
 				}
 				if !ok {
 					mt := kmsg.NewMetadataResponseTopic()

@@ -115,10 +115,10 @@ func (b *Broker) deleteTopic(ref deleteTopicRef) (Topic, error) {
 	var t Topic
 	var ok bool
 	if ref.name != nil {
-		if t, ok = b.topics.get(*ref.name); !ok {
+		if t, ok = b.topicFresh(*ref.name); !ok {
 			return Topic{}, fmt.Errorf("topic %s: %w", *ref.name, kerr.UnknownTopicOrPartition)
 		}
-	} else if t, ok = b.topics.getByID(ref.id); !ok {
+	} else if t, ok = b.topicFreshByID(ref.id); !ok {
 		return Topic{}, fmt.Errorf("topic id %x: %w", ref.id, kerr.UnknownTopicID)
 	}
 	// The controller removes the topic; every replica's broker deletes its logs when its image

@@ -80,7 +80,7 @@ func (b *Broker) describeTopicConfigs(name string, keys []string, opts describeO
 	if err := validTopicName(name); err != nil {
 		return nil, err
 	}
-	t, ok := b.topics.get(name)
+	t, ok := b.topicFresh(name)
 	if !ok {
 		return nil, fmt.Errorf("topic %s: %w", name, kerr.UnknownTopicOrPartition)
 	}

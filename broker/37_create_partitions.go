@@ -59,7 +59,7 @@ func handleCreatePartitions(b *Broker, r *netio.Request) netio.Reply {
 func (b *Broker) createPartitions(rt kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
 	b.topicMu.Lock()
 	defer b.topicMu.Unlock()
-	t, ok := b.topics.get(rt.Topic)
+	t, ok := b.topicFresh(rt.Topic)
 	if !ok {
 		return fmt.Errorf("topic %s: %w", rt.Topic, kerr.UnknownTopicOrPartition)
 	}

@@ -116,7 +116,7 @@ func (b *Broker) alterTopicConfigsLocked(name string, changes []configChange, re
 	if err := validTopicName(name); err != nil {
 		return err
 	}
-	t, ok := b.topics.get(name)
+	t, ok := b.topicFresh(name)
 	if !ok {
 		return fmt.Errorf("topic %s: %w", name, kerr.UnknownTopicOrPartition)
 	}

@@ -299,3 +299,31 @@ func (b *Broker) allocateProducerIDs(n int64) (int64, error) {
 	defer cancel()
 	return b.ctl.AllocateProducerIDs(ctx, n)
 }
+
+// topicFresh is topics.get for admin requests: a topic missing from this broker's image is looked
+// up again after catching up with the controller, so a topic created or changed through another
+// broker a moment ago is found (the hot paths, produce and fetch, do not wait).
+func (b *Broker) topicFresh(name string) (Topic, bool) {
+	if t, ok := b.topics.get(name); ok || !b.clustered() {
+		return t, ok
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.ctl.Sync(ctx); err != nil {
+		return Topic{}, false
+	}
+	return b.topics.get(name)
+}
+
+// topicFreshByID is topicFresh by topic id.
+func (b *Broker) topicFreshByID(id [16]byte) (Topic, bool) {
+	if t, ok := b.topics.getByID(id); ok || !b.clustered() {
+		return t, ok
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.ctl.Sync(ctx); err != nil {
+		return Topic{}, false
+	}
+	return b.topics.getByID(id)
+}

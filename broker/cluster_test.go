@@ -864,8 +864,14 @@ func TestClusterTopicConfigReachesEveryBroker(t *testing.T) {
 	limit := "1000"
 	// Through the first broker only.
 	one := kadm.NewClient(c.clientAt(c.nodes[0]))
-	if _, err := one.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &limit}}, topic); err != nil {
+	rs, err := one.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &limit}}, topic)
+	if err != nil {
 		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Err != nil {
+			t.Fatalf("alter %s: %v (%s)", r.Name, r.Err, r.ErrMessage)
+		}
 	}
 	prod := c.client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(5*time.Second))

@@ -718,6 +718,17 @@ func (c *Controller) execute(ctx context.Context, req *request) *response {
 		cmd = &command{Op: opControlledStop, BrokerID: req.BrokerID}
 	case reqPutRecords:
 		cmd = &command{Op: opPutRecords, Kind: req.Kind, Puts: req.Puts, Deletes: req.Deletes}
+	case reqSync:
+		// Everything committed so far is applied here once the barrier returns; the caller
+		// waits until its own image has reached the same point.
+		timeout := c.cfg.SessionTimeout
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = time.Until(dl)
+		}
+		if err := c.raft.Barrier(max(timeout, time.Millisecond)).Error(); err != nil {
+			return c.notController(fmt.Errorf("barrier: %w", err))
+		}
+		return &response{Index: c.Image().Index}
 	default:
 		return errorResponse(kerrf(kerr.InvalidRequest, "unknown controller request %q", req.Op))
 	}
@@ -1156,5 +1167,13 @@ func (c *Controller) PutRecords(ctx context.Context, kind string, puts map[strin
 		return kerrf(kerr.InvalidRequest, "record kind %q", kind)
 	}
 	_, err := c.submit(ctx, &request{Op: reqPutRecords, Kind: kind, Puts: puts, Deletes: deletes})
+	return err
+}
+
+// Sync waits until this broker's image holds every metadata change committed before the call
+// (read-your-writes across brokers: a topic created through another broker is visible here once
+// Sync returns).
+func (c *Controller) Sync(ctx context.Context) error {
+	_, err := c.submit(ctx, &request{Op: reqSync})
 	return err
 }

@@ -268,6 +268,7 @@ const (
 	reqAllocPIDs        = "alloc_pids"
 	reqControlledStop   = "controlled_shutdown"
 	reqPutRecords       = "put_records"
+	reqSync             = "sync"
 )
 
 type request struct {
