@@ -525,19 +525,19 @@ func TestClusterPausedFollower(t *testing.T) {
 			break
 		}
 	}
-	prod := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(time.Millisecond))
+	// A stopped process's listening sockets still accept connections, and a request sent
+	// there waits for its timeout: from here on, ask only the partition's leader.
+	leaderNode := c.nodes[c.index(ps[0].Leader)]
+	adm = kadm.NewClient(c.clientAt(leaderNode))
+	prod := c.clientAt(leaderNode, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(time.Millisecond),
+		kgo.RecordDeliveryTimeout(10*time.Second))
 	var acked, failed atomic.Int64
-	stop := make(chan struct{})
+	prodCtx, stopProducing := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for i := 0; i < 1_000_000; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			r := prod.ProduceSync(context.Background(), &kgo.Record{Value: []byte(strconv.Itoa(i))})
+		for i := 0; i < 1_000_000 && prodCtx.Err() == nil; i++ {
+			r := prod.ProduceSync(prodCtx, &kgo.Record{Value: []byte(strconv.Itoa(i))})
 			if r.FirstErr() != nil {
 				failed.Add(1)
 			} else {
@@ -546,12 +546,12 @@ func TestClusterPausedFollower(t *testing.T) {
 		}
 	}()
 	defer func() {
-		close(stop)
+		stopProducing() // a produce parked on a stopped broker must not hold the test
 		<-done
 	}()
 	waitFor(t, 20*time.Second, "acknowledged writes", func() (bool, string) { return acked.Load() > 100, "" })
 	c.signal(c.index(follower), syscall.SIGSTOP)
-	waitFor(t, 30*time.Second, fmt.Sprintf("broker %d out of the ISR", follower), func() (bool, string) {
+	waitFor(t, 45*time.Second, fmt.Sprintf("broker %d out of the ISR", follower), func() (bool, string) {
 		ps, err := c.partitions(adm, topic)
 		if err != nil {
 			return false, err.Error()
@@ -559,7 +559,7 @@ func TestClusterPausedFollower(t *testing.T) {
 		return len(ps[0].ISR) == 2 && !slices.Contains(ps[0].ISR, follower), fmt.Sprint(ps[0].ISR)
 	})
 	before := acked.Load()
-	waitFor(t, 20*time.Second, "writes acknowledged by the remaining ISR", func() (bool, string) {
+	waitFor(t, 45*time.Second, "writes acknowledged by the remaining ISR", func() (bool, string) {
 		return acked.Load() > before+100, fmt.Sprint(acked.Load())
 	})
 	c.signal(c.index(follower), syscall.SIGCONT)
