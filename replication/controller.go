@@ -58,6 +58,11 @@ type Config struct {
 	// nil means false for every topic.
 	UncleanLeaderElection func(topic string) bool
 	Logger                *slog.Logger
+	// Security secures the raft + controller RPC port (portsec.go): TLS and/or SASL PLAIN on
+	// both the accepting and the dialling side, and the principals allowed. nil: PLAINTEXT,
+	// anyone who reaches the port may use it (a warning is logged at start of a multi-node
+	// cluster).
+	Security *PortSecurity
 
 	// listener, if set, is used instead of listening on the node's address (tests).
 	listener net.Listener
@@ -135,8 +140,12 @@ type Controller struct {
 	hbMu     sync.Mutex // held while a heartbeat is in flight
 	stopHB   atomic.Bool
 	regEpoch atomic.Int64
-	rr       atomic.Uint32
-	hint     atomic.Pointer[string]
+	// incarnation identifies this process's registration (random per Start, Kafka's broker
+	// incarnation id): on a secured port, a different incarnation may take over a broker id
+	// only once the old one is fenced or its session expired.
+	incarnation string
+	rr          atomic.Uint32
+	hint        atomic.Pointer[string]
 
 	lmu         sync.Mutex // leader-only liveness state
 	leading     bool
@@ -213,16 +222,24 @@ func Start(cfg Config) (*Controller, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Security != nil {
+		if err := cfg.Security.Validate(); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
+	var inc [16]byte
+	_, _ = rand.Read(inc[:])
 	c := &Controller{
-		cfg:       cfg,
-		log:       cfg.Logger.With("component", "controller", "node", cfg.NodeID),
-		client:    newRPCClient(),
-		voters:    map[int32]string{},
-		lastHB:    map[int32]time.Time{},
-		nonvoters: map[int32]string{},
+		cfg:         cfg,
+		log:         cfg.Logger.With("component", "controller", "node", cfg.NodeID),
+		client:      newRPCClient(cfg.Security),
+		incarnation: base64.RawURLEncoding.EncodeToString(inc[:]),
+		voters:      map[int32]string{},
+		lastHB:      map[int32]time.Time{},
+		nonvoters:   map[int32]string{},
 	}
 	c.fsm = newFSM(c.log)
 	for _, v := range cfg.Voters {
@@ -302,7 +319,7 @@ func Start(cfg Config) (*Controller, error) {
 			listenAddr = ln.Addr().String()
 		}
 		c.selfAddr = listenAddr
-		c.mux = newMux(ln, c.log)
+		c.mux = newMux(ln, c.log, cfg.Security)
 		c.mux.handler = c.handleRPC
 		c.trans = &patientTransport{
 			NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -350,7 +367,13 @@ func Start(cfg Config) (*Controller, error) {
 	go c.leaderLoop()
 	go c.watchPeers()
 	ok = true
-	c.log.Info("controller started", "voter", single || isVoter, "addr", c.selfAddr, "voters", len(cfg.Voters))
+	c.log.Info("controller started", append([]any{"voter", single || isVoter, "addr", c.selfAddr, "voters", len(cfg.Voters)}, cfg.Security.describe()...)...)
+	if !single && cfg.Security == nil {
+		c.log.Warn("THE CONTROLLER PORT IS UNAUTHENTICATED: anyone who can reach " + c.selfAddr +
+			" can delete topics, write ACLs and SCRAM credentials, fence brokers or join the metadata quorum and read every credential." +
+			" Secure it (controller.listener.names with an SSL, SASL_PLAINTEXT or SASL_SSL protocol; docs/security.md, \"Controller port\")" +
+			" or bind it to an interface only the brokers reach")
+	}
 	return c, nil
 }
 
@@ -573,7 +596,7 @@ func (c *Controller) submit(ctx context.Context, req *request) (*response, error
 		}
 		var resp *response
 		if c.isLeader() {
-			resp = c.execute(ctx, req)
+			resp = c.execute(ctx, req, c.selfPrincipal())
 		} else if addr := c.target(); addr != "" {
 			r, err := c.client.call(ctx, addr, req)
 			if err != nil {
@@ -625,13 +648,48 @@ func (c *Controller) waitApplied(ctx context.Context, index uint64) {
 	}
 }
 
-// handleRPC serves a forwarded request: only the raft leader executes it.
-func (c *Controller) handleRPC(ctx context.Context, req *request) *response {
+// handleRPC serves a forwarded request from a peer authenticated as principal ("" on a
+// PLAINTEXT port): only the raft leader executes it.
+func (c *Controller) handleRPC(ctx context.Context, req *request, principal string) *response {
 	if !c.isLeader() {
 		addr, _ := c.raft.LeaderWithID()
 		return &response{Code: kerr.NotController.Code, Msg: "node " + strconv.Itoa(int(c.cfg.NodeID)) + " is not the controller", LeaderAddr: string(addr)}
 	}
-	return c.execute(ctx, req)
+	return c.execute(ctx, req, principal)
+}
+
+// selfPrincipal is this node's own principal on a secured port ("" on a PLAINTEXT one).
+func (c *Controller) selfPrincipal() string {
+	if c.cfg.Security == nil {
+		return ""
+	}
+	return c.cfg.Security.Principal
+}
+
+// authorizeRequest checks, on a secured port, that principal may ask for req: a broker acts
+// only for the broker id its principal registered (heartbeats are checked in heartbeat).
+// Registrations without a principal (a PLAINTEXT port, or before the port was secured) bind
+// nothing until the broker registers again.
+func (c *Controller) authorizeRequest(img *Image, req *request, principal string) error {
+	if c.cfg.Security == nil {
+		return nil
+	}
+	owns := func(id int32) error {
+		b, ok := img.Brokers[id]
+		if ok && b.Principal != "" && b.Principal != principal {
+			return kerrf(kerr.ClusterAuthorizationFailed, "broker %d is registered by another principal than %s", id, principal)
+		}
+		return nil
+	}
+	switch req.Op {
+	case reqControlledStop:
+		return owns(req.BrokerID)
+	case reqAlterPartition:
+		if req.AlterPartition != nil {
+			return owns(req.AlterPartition.LeaderID)
+		}
+	}
+	return nil
 }
 
 func (c *Controller) notController(err error) *response {
@@ -674,17 +732,22 @@ func (c *Controller) leaderApply(ctx context.Context, cmd *command) (*applyResul
 	return res, nil
 }
 
-// execute runs req on the raft leader.
-func (c *Controller) execute(ctx context.Context, req *request) *response {
+// execute runs req on the raft leader, on behalf of principal (this node's own for local
+// requests).
+func (c *Controller) execute(ctx context.Context, req *request, principal string) *response {
 	if !c.leadingNow() {
 		// Newly elected: the image may lag the log until the leader's barrier is applied.
 		return c.notController(errors.New("controller is taking over"))
 	}
 	img := c.Image()
+	if err := c.authorizeRequest(img, req, principal); err != nil {
+		c.log.Warn("controller: request refused", "op", req.Op, "principal", principal, "err", err)
+		return errorResponse(err)
+	}
 	var cmd *command
 	switch req.Op {
 	case reqHeartbeat:
-		return c.heartbeat(ctx, req)
+		return c.heartbeat(ctx, req, principal)
 	case reqCreateTopic:
 		if req.CreateTopic == nil {
 			return errorResponse(kerrf(kerr.InvalidRequest, "create topic without a request"))
@@ -745,8 +808,28 @@ func (c *Controller) execute(ctx context.Context, req *request) *response {
 
 // ---- liveness (raft leader only) ----
 
-func (c *Controller) heartbeat(ctx context.Context, req *request) *response {
+func (c *Controller) heartbeat(ctx context.Context, req *request, principal string) *response {
 	id := req.BrokerID
+	img := c.Image()
+	b, ok := img.Brokers[id]
+	secured := c.cfg.Security != nil
+	if secured && ok {
+		// Kafka's rule for BrokerRegistration: the id belongs to the principal that registered
+		// it, and a new incarnation takes it over only once the old one is fenced or its
+		// session is over. Refused heartbeats do not refresh the session.
+		if b.Principal != "" && b.Principal != principal {
+			c.log.Warn("controller: heartbeat refused: broker id registered by another principal", "broker", id, "principal", principal)
+			return errorResponse(kerrf(kerr.ClusterAuthorizationFailed, "broker %d is registered by another principal than %s", id, principal))
+		}
+		if b.Incarnation != "" && req.Incarnation != b.Incarnation {
+			if !req.Register {
+				return errorResponse(kerrf(kerr.StaleBrokerEpoch, "broker %d was registered again by another process", id))
+			}
+			if !b.Fenced && c.sessionValid(id) {
+				return errorResponse(kerrf(kerr.DuplicateBrokerRegistration, "broker %d is registered by another live process; retry once its session (%v) is over", id, c.cfg.SessionTimeout))
+			}
+		}
+	}
 	c.lmu.Lock()
 	c.lastHB[id] = time.Now()
 	knownAddr := c.nonvoters[id]
@@ -754,12 +837,13 @@ func (c *Controller) heartbeat(ctx context.Context, req *request) *response {
 	if _, voter := c.voters[id]; !voter && req.Addr != "" && knownAddr != req.Addr && len(c.voters) > 0 {
 		c.ensureNonvoter(id, req.Addr)
 	}
-	img := c.Image()
-	b, ok := img.Brokers[id]
 	var cmd *command
 	switch {
-	case req.Register || !ok || !slices.Equal(b.Endpoints, req.Endpoints):
-		cmd = &command{Op: opRegister, BrokerID: id, Endpoints: req.Endpoints, Unclean: c.uncleanTopics(img)}
+	case req.Register || !ok || !slices.Equal(b.Endpoints, req.Endpoints) || (secured && b.Incarnation != req.Incarnation):
+		cmd = &command{Op: opRegister, BrokerID: id, Endpoints: req.Endpoints, Unclean: c.uncleanTopics(img), Incarnation: req.Incarnation}
+		if secured {
+			cmd.Principal = principal
+		}
 	case b.Fenced:
 		cmd = &command{Op: opUnfence, BrokerID: id, Unclean: c.uncleanTopics(img)}
 	default:
@@ -775,6 +859,18 @@ func (c *Controller) heartbeat(ctx context.Context, req *request) *response {
 	}
 	c.log.Info("broker unfenced", "broker", id)
 	return &response{Index: res.index, Epoch: b.Epoch}
+}
+
+// sessionValid reports whether broker id heartbeated within the session timeout (on this
+// leader; a newly elected leader gives every broker a fresh session).
+func (c *Controller) sessionValid(id int32) bool {
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	last := c.lastHB[id]
+	if last.Before(c.leaderSince) {
+		last = c.leaderSince
+	}
+	return time.Since(last) <= c.cfg.SessionTimeout
 }
 
 // ensureNonvoter adds a registering broker that is not a voter to the raft configuration as a
@@ -828,11 +924,12 @@ func (c *Controller) heartbeatLoop() {
 			if !c.stopHB.Load() {
 				ctx, cancel := context.WithTimeout(c.ctx, c.cfg.SessionTimeout)
 				resp, err := c.submit(ctx, &request{
-					Op:        reqHeartbeat,
-					BrokerID:  c.cfg.NodeID,
-					Endpoints: c.cfg.Endpoints,
-					Addr:      c.selfAddr,
-					Register:  !registered,
+					Op:          reqHeartbeat,
+					BrokerID:    c.cfg.NodeID,
+					Endpoints:   c.cfg.Endpoints,
+					Addr:        c.selfAddr,
+					Register:    !registered,
+					Incarnation: c.incarnation,
 				})
 				cancel()
 				switch {
@@ -840,7 +937,11 @@ func (c *Controller) heartbeatLoop() {
 					registered = true
 					c.regEpoch.Store(resp.Epoch)
 				case err != nil && c.ctx.Err() == nil:
-					c.log.Debug("controller heartbeat failed", "err", err)
+					if errors.Is(err, kerr.ClusterAuthorizationFailed) || errors.Is(err, kerr.DuplicateBrokerRegistration) || errors.Is(err, kerr.StaleBrokerEpoch) {
+						c.log.Info("controller refused this broker's heartbeat", "err", err)
+					} else {
+						c.log.Debug("controller heartbeat failed", "err", err)
+					}
 				}
 			}
 			c.hbMu.Unlock()
@@ -1163,8 +1264,8 @@ func planPartitions(img *Image, name string, total int32, assignment [][]int32) 
 // bindings, SCRAM credentials: Image.Records). It returns once the change is in this broker's
 // image.
 func (c *Controller) PutRecords(ctx context.Context, kind string, puts map[string]string, deletes []string) error {
-	if kind == "" || len(kind) > 64 {
-		return kerrf(kerr.InvalidRequest, "record kind %q", kind)
+	if !slices.Contains(allowedRecordKinds, kind) {
+		return kerrf(kerr.InvalidRequest, "record kind %q (acl, scram)", kind)
 	}
 	_, err := c.submit(ctx, &request{Op: reqPutRecords, Kind: kind, Puts: puts, Deletes: deletes})
 	return err

@@ -606,7 +606,7 @@ func TestCluster(t *testing.T) {
 		if _, err := target.CreateTopic(ctx, CreateTopicRequest{Name: "after-garbage", Partitions: 1, ReplicationFactor: 1}); err != nil {
 			t.Fatal(err)
 		}
-		resp, err := newRPCClient().call(ctx, addr, &request{Op: reqHeartbeat, BrokerID: target.cfg.NodeID, Endpoints: target.cfg.Endpoints})
+		resp, err := newRPCClient(nil).call(ctx, addr, &request{Op: reqHeartbeat, BrokerID: target.cfg.NodeID, Endpoints: target.cfg.Endpoints})
 		if err != nil || (resp.Code != 0 && resp.Code != kerr.NotController.Code) {
 			t.Fatalf("rpc after garbage: %+v %v", resp, err)
 		}

@@ -25,6 +25,12 @@ type BrokerInfo struct {
 	Fenced bool
 	// Epoch is the registration epoch: the raft index of the broker's latest registration.
 	Epoch int64
+	// Principal is the authenticated principal that registered this broker id on a secured
+	// controller port; only it may heartbeat, re-register, shut down or alter partitions for the
+	// id. Empty on a PLAINTEXT port (and for registrations from before the port was secured).
+	Principal string `json:",omitempty"`
+	// Incarnation is the id of the broker process of the latest registration (random per start).
+	Incarnation string `json:",omitempty"`
 }
 
 // PartitionInfo is the controller's view of one partition.
@@ -130,6 +136,9 @@ type command struct {
 	Kind       string                 `json:"kind,omitempty"`
 	Puts       map[string]string      `json:"puts,omitempty"`
 	Deletes    []string               `json:"deletes,omitempty"`
+	// Principal and Incarnation of a registration (BrokerInfo).
+	Principal   string `json:"principal,omitempty"`
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // applyResult is what the FSM returns for a command (seen by the proposer on the raft leader).
@@ -325,7 +334,8 @@ func apply(old *Image, index uint64, cmd *command) (*Image, *applyResult) {
 	switch cmd.Op {
 	case opRegister:
 		prev, existed := b.img.Brokers[cmd.BrokerID]
-		bi := BrokerInfo{ID: cmd.BrokerID, Endpoints: slices.Clone(cmd.Endpoints), Fenced: true, Epoch: int64(index)}
+		bi := BrokerInfo{ID: cmd.BrokerID, Endpoints: slices.Clone(cmd.Endpoints), Fenced: true, Epoch: int64(index),
+			Principal: cmd.Principal, Incarnation: cmd.Incarnation}
 		if existed {
 			bi.Fenced = prev.Fenced
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -30,12 +31,20 @@ const (
 	rpcCallTimeout  = 10 * time.Second // default when ctx has no deadline
 )
 
-// mux accepts connections on the node's port and dispatches them by their first byte.
+// mux accepts connections on the node's port and dispatches them by their first byte. With
+// security (portsec.go), TLS and the authentication exchange come first, and only an
+// authenticated, allowed principal gets its routing byte read.
 type mux struct {
-	ln      net.Listener
-	raftCh  chan net.Conn
-	handler func(ctx context.Context, req *request) *response
-	log     *slog.Logger
+	ln     net.Listener
+	raftCh chan net.Conn
+	// handler executes a controller RPC; principal is the peer's authenticated principal ("" on
+	// a PLAINTEXT port).
+	handler  func(ctx context.Context, req *request, principal string) *response
+	log      *slog.Logger
+	sec      *PortSecurity // nil: PLAINTEXT
+	refusals rateLog
+	// handshakes holds a token per connection in the security handshake (maxHandshakes).
+	handshakes chan struct{}
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -44,8 +53,9 @@ type mux struct {
 	wg        sync.WaitGroup
 }
 
-func newMux(ln net.Listener, log *slog.Logger) *mux {
-	return &mux{ln: ln, raftCh: make(chan net.Conn), log: log, done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+func newMux(ln net.Listener, log *slog.Logger, sec *PortSecurity) *mux {
+	return &mux{ln: ln, raftCh: make(chan net.Conn), log: log, done: make(chan struct{}), conns: map[net.Conn]struct{}{},
+		sec: sec, refusals: rateLog{log: log, interval: 10 * time.Second}, handshakes: make(chan struct{}, maxHandshakes)}
 }
 
 func (m *mux) serve() {
@@ -99,26 +109,45 @@ func (m *mux) untrack(c net.Conn) {
 	delete(m.conns, c)
 }
 
-func (m *mux) dispatch(conn net.Conn) {
+func (m *mux) dispatch(raw net.Conn) {
+	conn, principal := raw, ""
+	if m.sec != nil {
+		select {
+		case m.handshakes <- struct{}{}:
+		default:
+			m.refusals.refused("controller port: too many connections in the security handshake; closing", "remote", raw.RemoteAddr().String())
+			m.closeConn(raw)
+			return
+		}
+		c, p, err := m.serverHandshake(raw)
+		<-m.handshakes
+		if err != nil {
+			m.refusals.refused("controller port: connection refused", "remote", raw.RemoteAddr().String(), "err", err)
+			m.closeConn(raw)
+			return
+		}
+		conn, principal = c, p
+	}
 	var b [1]byte
 	_ = conn.SetReadDeadline(time.Now().Add(firstByteWait))
 	if _, err := io.ReadFull(conn, b[:]); err != nil {
-		m.closeConn(conn)
+		m.closeConn(raw)
 		return
 	}
-	_ = conn.SetReadDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
 	switch b[0] {
 	case connRaft:
 		select {
-		case m.raftCh <- &trackedConn{Conn: conn, m: m}: // raft's transport owns it now
+		case m.raftCh <- &trackedConn{Conn: conn, raw: raw, m: m}: // raft's transport owns it now
 		case <-m.done:
-			m.closeConn(conn)
+			m.closeConn(raw)
 		}
 	case connRPC:
-		m.serveRPC(conn)
-		m.closeConn(conn)
+		m.serveRPC(conn, principal)
+		conn.Close()
+		m.closeConn(raw)
 	default:
-		m.closeConn(conn)
+		m.closeConn(raw)
 	}
 }
 
@@ -127,17 +156,17 @@ func (m *mux) closeConn(c net.Conn) {
 	m.untrack(c)
 }
 
-// serveRPC serves size-prefixed JSON requests on conn, one at a time, until an error.
-func (m *mux) serveRPC(conn net.Conn) {
+// serveRPC serves size-prefixed JSON requests on conn, one at a time, until an error. A frame
+// that is too large for its operation, does not decode strictly, or fails validation closes the
+// connection (rpcvalidate.go).
+func (m *mux) serveRPC(conn net.Conn, principal string) {
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(rpcIdleTimeout))
-		data, err := readFrame(conn)
+		req, err := readRequest(conn)
 		if err != nil {
-			return
-		}
-		var req request
-		if err := json.Unmarshal(data, &req); err != nil {
-			m.log.Debug("controller rpc: bad request", "remote", conn.RemoteAddr().String(), "err", err)
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+				m.refusals.refused("controller rpc: bad request; closing the connection", "remote", conn.RemoteAddr().String(), "principal", principal, "err", err)
+			}
 			return
 		}
 		timeout := time.Duration(req.TimeoutMs) * time.Millisecond
@@ -152,7 +181,7 @@ func (m *mux) serveRPC(conn net.Conn) {
 			case <-ctx.Done():
 			}
 		}()
-		resp := m.handler(ctx, &req)
+		resp := m.handler(ctx, req, principal)
 		cancel()
 		out, err := json.Marshal(resp)
 		if err != nil {
@@ -180,15 +209,18 @@ func (m *mux) close() {
 	m.wg.Wait()
 }
 
-// trackedConn is a raft connection that leaves the mux's set when raft closes it.
+// trackedConn is a raft connection (TLS-wrapped on a TLS port) that leaves the mux's set, which
+// holds the raw connection, when raft closes it.
 type trackedConn struct {
 	net.Conn
-	m *mux
+	raw net.Conn
+	m   *mux
 }
 
 func (c *trackedConn) Close() error {
 	err := c.Conn.Close()
-	c.m.untrack(c.Conn)
+	c.raw.Close()
+	c.m.untrack(c.raw)
 	return err
 }
 
@@ -213,19 +245,11 @@ func (s *streamLayer) Close() error { return nil }
 
 func (s *streamLayer) Addr() net.Addr { return s.m.ln.Addr() }
 
+// Dial connects to a peer's port as raft (after the security handshake on a secured port).
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout}
-	conn, err := d.Dial("tcp", string(address))
-	if err != nil {
-		return nil, err
-	}
-	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err := conn.Write([]byte{connRaft}); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	_ = conn.SetWriteDeadline(time.Time{})
-	return conn, nil
+	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, handshakeTimeout))
+	defer cancel()
+	return dialPort(ctx, s.m.sec, string(address), connRaft, timeout)
 }
 
 func readFrame(r io.Reader) ([]byte, error) {
@@ -288,6 +312,9 @@ type request struct {
 	Kind           string                 `json:"kind,omitempty"`
 	Puts           map[string]string      `json:"puts,omitempty"`
 	Deletes        []string               `json:"deletes,omitempty"`
+	// Incarnation identifies the broker process that sends a heartbeat (a random id per start,
+	// as Kafka's BrokerRegistration incarnation id).
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 type response struct {
@@ -332,14 +359,17 @@ func (r *response) err() error {
 // ---- client ----
 
 type rpcClient struct {
-	mu     sync.Mutex
+	sec    *PortSecurity // nil: PLAINTEXT
+	mu     sync.Mutex    // guards idle and closed
 	idle   map[string][]net.Conn
 	closed bool
 }
 
 const maxIdlePerAddr = 4
 
-func newRPCClient() *rpcClient { return &rpcClient{idle: map[string][]net.Conn{}} }
+func newRPCClient(sec *PortSecurity) *rpcClient {
+	return &rpcClient{sec: sec, idle: map[string][]net.Conn{}}
+}
 
 // getConn returns an idle connection to addr, or dials a new one: concurrent calls never wait
 // behind each other.
@@ -352,17 +382,9 @@ func (c *rpcClient) getConn(ctx context.Context, addr string, deadline time.Time
 		return conn, nil
 	}
 	c.mu.Unlock()
-	d := net.Dialer{Timeout: rpcDialTimeout}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	_ = conn.SetWriteDeadline(deadline)
-	if _, err := conn.Write([]byte{connRPC}); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return conn, nil
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	return dialPort(ctx, c.sec, addr, connRPC, rpcDialTimeout)
 }
 
 func (c *rpcClient) putConn(addr string, conn net.Conn) {
