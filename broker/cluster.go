@@ -39,6 +39,13 @@ func (b *Broker) startController(adv []ListenerSpec) error {
 	if dir == "" {
 		dir = b.cfg.LogDirs()[0]
 	}
+	var portSec *replication.PortSecurity
+	if len(voters) > 0 {
+		if portSec, err = controllerPortSecurity(b.cfg); err != nil {
+			return err
+		}
+		logControllerSecurity(b.cfg, portSec)
+	}
 	var eps []replication.Endpoint
 	for _, a := range adv {
 		eps = append(eps, replication.Endpoint{Name: a.Name, Host: a.Host, Port: int32(a.Port)})
@@ -57,7 +64,8 @@ func (b *Broker) startController(adv []ListenerSpec) error {
 			v, _, _ := b.cfg.TopicConfigValue(t.Configs, "unclean.leader.election.enable")
 			return v == "true"
 		},
-		Logger: slog.Default(),
+		Logger:   slog.Default(),
+		Security: portSec,
 	})
 	if err != nil {
 		return fmt.Errorf("start controller: %w", err)

@@ -1,0 +1,205 @@
+package broker
+
+// Security of the controller/Raft port (the address in controller.quorum.voters, or
+// controller.listener for a non-voter), with the keys of a Kafka KRaft controller listener:
+//
+//   - controller.listener.names names the controller listener (e.g. CONTROLLER); its protocol
+//     comes from listener.security.protocol.map (a name that is itself a protocol name maps to
+//     it). Unset or PLAINTEXT: the port is open to anyone who reaches it (today's zero-config
+//     default; a multi-broker cluster logs a warning at start).
+//   - SSL / SASL_SSL: TLS with listener.name.<name>.ssl.certificate.location / ssl.key.location
+//     (the port's certificate, also presented when dialling peers), ssl.ca.location (trusted for
+//     the peers' certificates, and for client certificates) and ssl.client.auth (an SSL
+//     controller listener must say required: the certificate is the only identity).
+//   - SASL_PLAINTEXT / SASL_SSL: SASL PLAIN only (sasl.enabled.mechanisms of the listener, and
+//     sasl.mechanism.controller.protocol, the mechanism this broker dials with). The JAAS line
+//     listener.name.<name>.plain.sasl.jaas.config (or sasl.jaas.config) holds both sides, as
+//     Kafka's PlainLoginModule does: username/password are this broker's credentials,
+//     user_<name>="<password>" the users the port accepts. SCRAM is refused: SCRAM
+//     credentials live in the metadata log, which this port replicates, so they cannot
+//     authenticate the brokers that bootstrap it.
+//
+// Who may use the port: the principals in super.users, and this broker's own principal on the
+// port (its SASL user, or its certificate's subject), which is by construction a broker of this
+// cluster. Kafka's controllers authorize CLUSTER_ACTION through the ACLs, with super users
+// exempt; ACLs live in the metadata log, so at bootstrap only super.users can work, and weir uses
+// it alone. Each broker id is then bound to the principal that registered it
+// (replication/controller.go).
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/weir-mq/weir/netio"
+	"github.com/weir-mq/weir/replication"
+)
+
+// controllerListener returns the controller listener's name and protocol ("" and PLAINTEXT when
+// controller.listener.names is unset).
+func controllerListener(cfg *Config) (name, proto string, err error) {
+	names := splitList(cfg.str("controller.listener.names"))
+	if len(names) == 0 {
+		return "", protoPlaintext, nil
+	}
+	if len(names) > 1 {
+		return "", "", fmt.Errorf("controller.listener.names %q: weir's controller port is one listener; name one", cfg.str("controller.listener.names"))
+	}
+	name = strings.ToUpper(names[0])
+	specs, err := cfg.Listeners()
+	if err != nil {
+		return "", "", err
+	}
+	if slices.ContainsFunc(specs, func(s ListenerSpec) bool { return s.Name == name }) {
+		return "", "", fmt.Errorf("controller.listener.names %s is also in listeners: the controller port's address is in controller.quorum.voters (or controller.listener), not a Kafka listener", name)
+	}
+	protos, err := cfg.protocolMap()
+	if err != nil {
+		return "", "", err
+	}
+	proto, ok := protos[name]
+	if !ok {
+		switch name {
+		case protoPlaintext, protoSSL, protoSASLPlaintext, protoSASLSSL:
+			proto = name
+		default:
+			return "", "", fmt.Errorf("controller listener %s: no security protocol for it in listener.security.protocol.map (%s); add %s:SASL_SSL (or SSL, SASL_PLAINTEXT, PLAINTEXT)",
+				name, cfg.str("listener.security.protocol.map"), name)
+		}
+	}
+	return name, proto, nil
+}
+
+// controllerPortSecurity builds the controller port's security from the configuration; nil
+// for a PLAINTEXT port.
+func controllerPortSecurity(cfg *Config) (*replication.PortSecurity, error) {
+	name, proto, err := controllerListener(cfg)
+	if err != nil || proto == protoPlaintext {
+		return nil, err
+	}
+	ps := &replication.PortSecurity{
+		Protocol:      proto,
+		CertPrincipal: netio.CertificatePrincipal,
+		FailDelay:     cfg.duration("connection.failed.authentication.delay.ms"),
+	}
+	if proto == protoSSL || proto == protoSASLSSL {
+		if ps.ServerTLS, err = listenerTLS(cfg, name, proto); err != nil {
+			return nil, fmt.Errorf("controller listener %s (%s): %w", name, proto, err)
+		}
+		if ps.ClientTLS, err = interBrokerTLS(cfg, name); err != nil {
+			return nil, fmt.Errorf("controller listener %s (%s): %w", name, proto, err)
+		}
+		if proto == protoSSL {
+			if ps.ServerTLS.ClientAuth != tls.RequireAndVerifyClientCert {
+				return nil, fmt.Errorf("controller listener %s is SSL: set %s=required (the client certificate is the only way to tell brokers from strangers), or use SASL_SSL",
+					name, "listener.name."+strings.ToLower(name)+".ssl.client.auth")
+			}
+			leaf, err := x509.ParseCertificate(ps.ServerTLS.Certificates[0].Certificate[0])
+			if err != nil {
+				return nil, fmt.Errorf("controller listener %s: ssl.certificate.location: %w", name, err)
+			}
+			ps.Principal = netio.CertificatePrincipal(leaf)
+		}
+	}
+	if proto == protoSASLPlaintext || proto == protoSASLSSL {
+		if err := controllerSASL(cfg, name, ps); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range strings.Split(cfg.str("super.users"), ";") {
+		if p = strings.TrimSpace(p); p != "" && !slices.Contains(ps.Allowed, p) {
+			ps.Allowed = append(ps.Allowed, p)
+		}
+	}
+	if !slices.Contains(ps.Allowed, ps.Principal) {
+		ps.Allowed = append(ps.Allowed, ps.Principal)
+	}
+	if err := ps.Validate(); err != nil {
+		return nil, fmt.Errorf("controller listener %s: %w", name, err)
+	}
+	return ps, nil
+}
+
+// controllerSASL sets the SASL PLAIN side of the controller port: the accepted users and this
+// broker's credentials, from the listener's PlainLoginModule JAAS line.
+func controllerSASL(cfg *Config, name string, ps *replication.PortSecurity) error {
+	mechs := cfg.str("sasl.enabled.mechanisms")
+	mechKey := "sasl.enabled.mechanisms"
+	if v, src := cfg.Get("listener.name." + strings.ToLower(name) + ".sasl.enabled.mechanisms"); src != "" && src != "DEFAULT_CONFIG" {
+		mechs, mechKey = v, "listener.name."+strings.ToLower(name)+".sasl.enabled.mechanisms"
+	} else if _, src := cfg.Get("sasl.enabled.mechanisms"); src == "DEFAULT_CONFIG" {
+		mechs = mechPlain // the Kafka listeners' default list offers SCRAM, which this port cannot
+	}
+	for _, m := range splitList(mechs) {
+		if m = strings.ToUpper(m); m != mechPlain {
+			return fmt.Errorf("controller listener %s: %s names %s: the controller port takes SASL PLAIN only (SCRAM credentials live in the metadata log this port replicates, so they cannot authenticate the brokers that bootstrap it); set listener.name.%s.sasl.enabled.mechanisms=PLAIN",
+				name, mechKey, m, strings.ToLower(name))
+		}
+	}
+	if len(splitList(mechs)) == 0 {
+		return fmt.Errorf("controller listener %s: %s is empty", name, mechKey)
+	}
+	if m := strings.ToUpper(strings.TrimSpace(cfg.str("sasl.mechanism.controller.protocol"))); m != mechPlain {
+		return fmt.Errorf("controller listener %s: sasl.mechanism.controller.protocol is %s; the controller port takes PLAIN only", name, m)
+	}
+	key, jaas := jaasConfigFor(cfg, name, mechPlain)
+	if jaas == "" {
+		return fmt.Errorf("controller listener %s: set %s, e.g. org.apache.kafka.common.security.plain.PlainLoginModule required username=\"broker\" password=\"...\" user_broker=\"...\";",
+			name, jaasKey(name, mechPlain))
+	}
+	e, err := parseJAAS(jaas)
+	if err != nil {
+		return fmt.Errorf("%s: JAAS configuration: %w", key, err)
+	}
+	if !strings.HasSuffix(e.module, "PlainLoginModule") {
+		return fmt.Errorf("%s: the controller port's JAAS line must use org.apache.kafka.common.security.plain.PlainLoginModule, not %s", key, e.module)
+	}
+	ps.PlainUsers = map[string]string{}
+	for k, v := range e.options {
+		if u, ok := strings.CutPrefix(k, "user_"); ok && u != "" {
+			if v == "" {
+				return fmt.Errorf("%s: user %s has an empty password", key, u)
+			}
+			ps.PlainUsers[u] = v
+		}
+	}
+	if len(ps.PlainUsers) == 0 {
+		return fmt.Errorf("%s: no user_<name>=\"<password>\" option: the controller port would accept nobody", key)
+	}
+	user, pass := e.options["username"], e.options["password"]
+	if user == "" || pass == "" {
+		return fmt.Errorf("%s: username and password (this broker's credentials towards the other brokers' controller ports) are required", key)
+	}
+	if ps.Credentials, err = replication.NewSASLCredentials(mechPlain, user, pass); err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	ps.Principal = "User:" + user
+	return nil
+}
+
+// logControllerSecurity logs how the controller port is secured (never a password).
+func logControllerSecurity(cfg *Config, ps *replication.PortSecurity) {
+	if ps == nil {
+		return
+	}
+	name, _, _ := controllerListener(cfg)
+	attrs := []any{"listener", name, "security.protocol", ps.Protocol, "principal", ps.Principal, "allowed", strings.Join(ps.Allowed, ";")}
+	if ps.ServerTLS != nil {
+		attrs = append(attrs, "ssl.client.auth", ps.ServerTLS.ClientAuth.String())
+	}
+	if ps.PlainUsers != nil {
+		users := make([]string, 0, len(ps.PlainUsers))
+		for u := range ps.PlainUsers {
+			users = append(users, u)
+		}
+		slices.Sort(users)
+		attrs = append(attrs, "sasl.users", strings.Join(users, ","))
+	}
+	slog.Info("controller port secured", attrs...)
+	if ps.ServerTLS == nil {
+		slog.Warn("the controller listener is SASL_PLAINTEXT: PLAIN passwords and the metadata log (with SCRAM credentials) cross the network in clear; use SASL_SSL", "listener", name)
+	}
+}
