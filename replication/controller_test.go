@@ -223,6 +223,8 @@ type testCluster struct {
 	dirs   map[int32]string
 	addrs  map[int32]string
 	nodes  map[int32]*Controller
+	// sec, when set, secures each node's port (portsec_test.go).
+	sec map[int32]*PortSecurity
 }
 
 func (cl *testCluster) config(id int32, ln net.Listener) Config {
@@ -236,6 +238,7 @@ func (cl *testCluster) config(id int32, ln net.Listener) Config {
 		HeartbeatInterval: 100 * time.Millisecond,
 		Logger:            testLogger().With("test-node", id),
 		listener:          ln,
+		Security:          cl.sec[id],
 	}
 }
 
@@ -254,7 +257,17 @@ func listenRetry(t *testing.T, addr string) net.Listener {
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster {
-	cl := &testCluster{t: t, dirs: map[int32]string{}, addrs: map[int32]string{}, nodes: map[int32]*Controller{}}
+	return newTestClusterSec(t, n, nil)
+}
+
+// newTestClusterSec starts n voters; sec(id), when set, is node id's port security.
+func newTestClusterSec(t *testing.T, n int, sec func(id int32) *PortSecurity) *testCluster {
+	cl := &testCluster{t: t, dirs: map[int32]string{}, addrs: map[int32]string{}, nodes: map[int32]*Controller{}, sec: map[int32]*PortSecurity{}}
+	if sec != nil {
+		for i := int32(1); i <= int32(n); i++ {
+			cl.sec[i] = sec(i)
+		}
+	}
 	lns := map[int32]net.Listener{}
 	for i := int32(1); i <= int32(n); i++ {
 		ln := listenRetry(t, "127.0.0.1:0")

@@ -59,7 +59,7 @@ const (
 	maxRecordChanges = 100000
 	maxRecordKeyLen  = 64 << 10
 	opPrefix         = `{"op":"`
-	opPeek           = 64
+	opPeek           = 32 // {"op":" and the longest operation name, with its quote
 )
 
 // readRequest reads one request frame from r, bounded by its operation, and decodes and
