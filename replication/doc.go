@@ -1,4 +1,11 @@
-// Package replication will own clustering: the controller's metadata log on an established Raft
+// Package replication owns clustering: the controller's metadata log on an established Raft
 // library, partition leadership and leader epochs, follower fetchers, the ISR and the high
 // watermark, and acks=all waiting.
+//
+// The controller port (rpc.go) carries raft and the controller RPC, one routing byte per
+// connection. With Config.Security (portsec.go) a connection must pass TLS and/or SASL PLAIN
+// and its principal must be allowed before that byte is read; every RPC frame is bounded by
+// its operation and decoded strictly (rpcvalidate.go); and a broker id belongs to the principal
+// that registered it (controller.go). The mux owns one goroutine per accepted connection until
+// raft takes a raft connection over; connections in the security handshake are bounded.
 package replication
