@@ -217,6 +217,20 @@ type trackedConn struct {
 	m   *mux
 }
 
+// Read reports a connection closed by the mux's shutdown as the end of the stream, which raft
+// expects of a closing peer, rather than as an error.
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		select {
+		case <-c.m.done:
+			return n, io.EOF
+		default:
+		}
+	}
+	return n, err
+}
+
 func (c *trackedConn) Close() error {
 	err := c.Conn.Close()
 	c.raw.Close()
