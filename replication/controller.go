@@ -818,8 +818,14 @@ func (c *Controller) heartbeat(ctx context.Context, req *request, principal stri
 		// it, and a new incarnation takes it over only once the old one is fenced or its
 		// session is over. Refused heartbeats do not refresh the session.
 		if b.Principal != "" && b.Principal != principal {
-			c.log.Warn("controller: heartbeat refused: broker id registered by another principal", "broker", id, "principal", principal)
-			return errorResponse(kerrf(kerr.ClusterAuthorizationFailed, "broker %d is registered by another principal than %s", id, principal))
+			// A registration whose broker is gone (fenced, session over) may be taken over by
+			// another allowed principal: a broker replaced, or given a new certificate subject.
+			// A live broker's id cannot.
+			if !req.Register || !b.Fenced || c.sessionValid(id) {
+				c.log.Warn("controller: heartbeat refused: broker id registered by another principal", "broker", id, "principal", principal)
+				return errorResponse(kerrf(kerr.ClusterAuthorizationFailed, "broker %d is registered by another principal than %s", id, principal))
+			}
+			c.log.Warn("controller: a fenced broker id is registered by another principal", "broker", id, "principal", principal, "was", b.Principal)
 		}
 		if b.Incarnation != "" && req.Incarnation != b.Incarnation {
 			if !req.Register {

@@ -271,6 +271,29 @@ func TestControllerPortSecurity(t *testing.T) {
 			t.Fatalf("node %d lost topic keep", id)
 		}
 	}
+
+	// Once a broker is gone (fenced, session over), another allowed principal may register its
+	// id: a replaced machine, a new certificate subject.
+	gone := cl.follower(leader.cfg.NodeID)
+	gid, gEndpoints := gone.cfg.NodeID, gone.cfg.Endpoints
+	cl.stop(gid)
+	eventually(t, 20*time.Second, "the stopped broker fenced", func() error {
+		if b := leader.Image().Brokers[gid]; !b.Fenced {
+			return fmt.Errorf("broker %d not fenced", gid)
+		}
+		return nil
+	})
+	time.Sleep(leader.cfg.SessionTimeout)
+	newcomer := int32(2)
+	if gid == 2 {
+		newcomer = 3
+	}
+	if err := call(ctx, f.broker(t, newcomer), addr, &request{Op: reqHeartbeat, BrokerID: gid, Register: true, Incarnation: "replacement", Endpoints: gEndpoints}); err != nil {
+		t.Fatalf("registering a gone broker's id with another principal: %v", err)
+	}
+	if got, want := leader.Image().Brokers[gid].Principal, fmt.Sprintf("User:broker%d", newcomer); got != want {
+		t.Fatalf("broker %d registered by %s, want %s", gid, got, want)
+	}
 }
 
 func frameHeader(n int, head string) []byte {
