@@ -259,9 +259,15 @@ func (s *streamLayer) Close() error { return nil }
 
 func (s *streamLayer) Addr() net.Addr { return s.m.ln.Addr() }
 
-// Dial connects to a peer's port as raft (after the security handshake on a secured port).
+// Dial connects to a peer's port as raft (after the security handshake on a secured port). The
+// connection and the handshake together take at most about 2 x timeout (raft's transport
+// timeout), so a peer that accepts but never answers (a paused process) holds raft no longer
+// than without security.
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, handshakeTimeout))
+	if timeout <= 0 {
+		timeout = handshakeTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout)
 	defer cancel()
 	return dialPort(ctx, s.m.sec, string(address), connRaft, timeout)
 }
