@@ -354,3 +354,50 @@ func TestPortSecurityValidate(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkControllerPortConnect: opening a controller RPC connection and one sync request on
+// it, plaintext and SASL_SSL (TLS 1.3 with ECDSA P-256, SASL PLAIN), against a one-voter quorum.
+func BenchmarkControllerPortConnect(b *testing.B) {
+	for _, secured := range []bool{false, true} {
+		name := "PLAINTEXT"
+		if secured {
+			name = "SASL_SSL"
+		}
+		b.Run(name, func(b *testing.B) {
+			var sec *PortSecurity
+			if secured {
+				ca := testcert.NewCA(b)
+				server := ca.Server(b)
+				creds, _ := NewSASLCredentials(MechanismPlain, "broker1", "pw")
+				sec = &PortSecurity{Protocol: "SASL_SSL",
+					ServerTLS:  &tls.Config{Certificates: []tls.Certificate{server.TLS}, MinVersion: tls.VersionTLS12},
+					ClientTLS:  &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12},
+					PlainUsers: map[string]string{"broker1": "pw"}, Credentials: creds, Principal: "User:broker1", Allowed: []string{"User:broker1"}}
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := Start(Config{NodeID: 1, Voters: []Voter{{ID: 1, Addr: ln.Addr().String()}}, Dir: b.TempDir(), listener: ln,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Security: sec})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := c.WaitReady(ctx); err != nil {
+				b.Fatal(err)
+			}
+			addr := ln.Addr().String()
+			b.ResetTimer()
+			for range b.N {
+				cl := newRPCClient(sec)
+				if _, err := cl.call(ctx, addr, &request{Op: reqSync}); err != nil {
+					b.Fatal(err)
+				}
+				cl.close()
+			}
+		})
+	}
+}
