@@ -10,6 +10,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -25,6 +27,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/weir-mq/weir/netio"
 	"github.com/weir-mq/weir/netio/testcert"
 )
 
@@ -400,4 +403,62 @@ func BenchmarkControllerPortConnect(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestControllerPortMutualTLS: an SSL port (no SASL) identifies peers by their client
+// certificate's subject: the brokers' certificates pass, a certificate of the same CA for
+// another subject is not authorized, and a peer without a certificate fails the TLS handshake.
+func TestControllerPortMutualTLS(t *testing.T) {
+	ca := testcert.NewCA(t)
+	server := ca.Server(t)
+	certs := map[int32]testcert.Pair{}
+	var allowed []string
+	for id := int32(1); id <= 3; id++ {
+		certs[id] = ca.Client(t, pkix.Name{CommonName: fmt.Sprintf("broker%d", id), Organization: []string{"weir"}})
+		allowed = append(allowed, netio.CertificatePrincipal(leafOf(t, certs[id])))
+	}
+	port := func(p testcert.Pair) *PortSecurity {
+		return &PortSecurity{
+			Protocol: "SSL",
+			ServerTLS: &tls.Config{Certificates: []tls.Certificate{server.TLS}, MinVersion: tls.VersionTLS12,
+				ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool},
+			ClientTLS:     &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{p.TLS}},
+			Principal:     netio.CertificatePrincipal(leafOf(t, p)),
+			Allowed:       allowed,
+			CertPrincipal: netio.CertificatePrincipal,
+			FailDelay:     10 * time.Millisecond,
+		}
+	}
+	cl := newTestClusterSec(t, 3, func(id int32) *PortSecurity { return port(certs[id]) })
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := cl.follower().CreateTopic(ctx, CreateTopicRequest{Name: "mtls", Partitions: 1, ReplicationFactor: 3}); err != nil {
+		t.Fatal(err)
+	}
+	img := cl.converged()
+	if img.Topics["mtls"] == nil || img.Brokers[1].Principal != allowed[0] {
+		t.Fatalf("topic or principal missing: %+v", img.Brokers[1])
+	}
+	addr := cl.addrs[cl.leader().cfg.NodeID]
+	mallory := port(ca.Client(t, pkix.Name{CommonName: "mallory"}))
+	var pe *PortAuthError
+	if err := call(ctx, mallory, addr, &request{Op: reqDeleteTopic, Name: "mtls"}); !errors.As(err, &pe) || pe.Status != statusUnauthorized {
+		t.Fatalf("another subject: %v, want not authorized", err)
+	}
+	noCert := port(certs[1])
+	noCert.ClientTLS = &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12}
+	if err := call(ctx, noCert, addr, &request{Op: reqDeleteTopic, Name: "mtls"}); err == nil {
+		t.Fatal("a peer without a certificate was served")
+	}
+	if cl.converged().Topics["mtls"] == nil {
+		t.Fatal("topic deleted")
+	}
+}
+
+func leafOf(t *testing.T, p testcert.Pair) *x509.Certificate {
+	t.Helper()
+	c, err := x509.ParseCertificate(p.TLS.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
