@@ -5,8 +5,10 @@ package broker
 // response carries each topic's id. v5+ answers with error messages. A name or id given twice
 // in one request is INVALID_REQUEST. With delete.topic.enable=false every topic fails with
 // INVALID_REQUEST below v3 and TOPIC_DELETION_DISABLED from v3, as Kafka does. An unknown name is
-// UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID. Internal topics are not refused:
-// Kafka 4's controller deletes __consumer_offsets when asked (only its CLI refuses). Deletion is
+// UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID. Internal topics (isInternalTopic)
+// are refused with INVALID_TOPIC_EXCEPTION: Kafka 4's controller deletes __consumer_offsets when
+// asked (only its CLI refuses), which loses every group's committed offsets at once (a "delete
+// every topic" script is enough); weir refuses, as Kafka's CLI does. Deletion is
 // synchronous: the topic's metadata is removed first (so it vanishes from Metadata and no new
 // produce or fetch finds it), then every partition log is closed and its directory removed
 // (renamed to *-delete first, so a crash during the removal never resurrects it), and the log
@@ -123,6 +125,9 @@ func (b *Broker) deleteTopic(ref deleteTopicRef) (Topic, error) {
 	}
 	// The controller removes the topic; every replica's broker deletes its logs when its image
 	// no longer has the topic (replicas.go), this one before answering.
+	if isInternalTopic(t.Name) {
+		return Topic{}, fmt.Errorf("cannot delete internal topic %s: %w", t.Name, kerr.InvalidTopicException)
+	}
 	if err := b.deleteTopicMeta(t); err != nil {
 		return Topic{}, err
 	}

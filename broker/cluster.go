@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -151,6 +152,20 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment
 			rf = int16(b.cfg.int64("offsets.topic.replication.factor"))
 		}
 	}
+	if isInternalTopic(name) {
+		// An internal topic is compacted: a client creating one (Kafka 4 allows it) gets
+		// cleanup.policy=compact unless it asked for another policy, which is refused.
+		configs = maps.Clone(configs)
+		if configs == nil {
+			configs = map[string]string{}
+		}
+		if _, ok := configs["cleanup.policy"]; !ok {
+			configs["cleanup.policy"] = "compact"
+		}
+		if err := b.checkInternalTopicConfigs(name, configs); err != nil {
+			return Topic{}, err
+		}
+	}
 	for k, v := range configs {
 		d, ok := topicDefs[k]
 		if !ok {
@@ -165,7 +180,7 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment
 	defer cancel()
 	info, err := b.ctl.CreateTopic(ctx, replication.CreateTopicRequest{
 		Name: name, Partitions: partitions, ReplicationFactor: rf, Assignment: assignment,
-		Configs: configs, Internal: name == offsetsTopic, ValidateOnly: vo,
+		Configs: configs, Internal: isInternalTopic(name), ValidateOnly: vo,
 	})
 	if err != nil {
 		return Topic{}, err
@@ -284,7 +299,7 @@ func (b *Broker) adoptOrphanLogs() error {
 		}
 		ctx, cancel := b.requestCtx()
 		_, err := b.ctl.CreateTopic(ctx, replication.CreateTopicRequest{Name: name, ID: id, Partitions: n, ReplicationFactor: 1,
-			Assignment: assign, Internal: strings.HasPrefix(name, "__")})
+			Assignment: assign, Internal: isInternalTopic(name)})
 		cancel()
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("adopt topic %s: %w", name, err)
