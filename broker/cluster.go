@@ -8,6 +8,7 @@ package broker
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -203,6 +204,11 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment
 func (b *Broker) deleteTopicMeta(t Topic) error {
 	ctx, cancel := b.requestCtx()
 	defer cancel()
+	// The tombstone first: a partition directory of this topic id found later (a removal that
+	// failed, a broker that was down) is then known to be deleted, never adopted again.
+	if err := b.ctl.PutRecords(ctx, deletedTopicKind, map[string]string{hex.EncodeToString(t.ID[:]): t.Name}, nil); err != nil {
+		return fmt.Errorf("recording the deletion of topic %s: %w", t.Name, err)
+	}
 	if err := b.ctl.DeleteTopic(ctx, t.Name); err != nil {
 		return err
 	}
@@ -269,11 +275,51 @@ func (b *Broker) replicaAddr(id int32) (string, bool) {
 	return net.JoinHostPort(host, fmt.Sprint(e.Port)), true
 }
 
-// adoptOrphanLogs handles partition logs with no topic in the image: a single broker adopts
-// them as topics (a log dir written by Kafka, or from before the metadata log); a cluster
-// member leaves them alone and logs them (the topic was deleted while this broker was away; an
-// operator decides).
+// deletedTopicKind is the metadata record kind of deleted topics' tombstones: key the topic id
+// in hex, value the name. They are kept (a few dozen bytes per deleted topic) so that a
+// partition directory of a deleted topic is recognised whenever it shows up.
+const deletedTopicKind = "deleted-topic"
+
+// removeStrayLogs runs at start, before adoptOrphanLogs: a partition log whose topic id
+// (partition.metadata) is not in the metadata image is a stray. It is deleted when the topic
+// is known to be deleted (a tombstone, or the name now belongs to a topic with another id);
+// otherwise a cluster member moves it aside ("-stray", as Kafka 4 does with stray logs: not
+// served, kept for an operator), and a single broker adopts it (adoptOrphanLogs: a log dir
+// written by Kafka). A deleted topic's data is thus never served again nor resurrected, even
+// when its directory could not be removed at deletion time.
+func (b *Broker) removeStrayLogs() {
+	img := b.ctl.Image()
+	tombs := img.Records[deletedTopicKind]
+	for tp := range b.logs.Logs() {
+		id, ok := b.logs.TopicID(tp)
+		if !ok || id == ([16]byte{}) {
+			continue
+		}
+		if _, live := img.TopicsByID[id]; live {
+			continue
+		}
+		_, tombstoned := tombs[hex.EncodeToString(id[:])]
+		_, reused := img.Topics[tp.Topic]
+		switch {
+		case tombstoned || reused:
+			slog.Info("deleting the partition log of a deleted topic", "topic", tp.Topic, "partition", tp.Partition, "topic_id", hex.EncodeToString(id[:]))
+			if err := b.logs.DeleteLog(tp); err != nil {
+				slog.Error("deleting the partition log of a deleted topic (retried)", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+			}
+		case b.clustered():
+			if err := b.logs.MoveAsideLog(tp); err != nil {
+				slog.Error("moving a stray partition log aside", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+			}
+		}
+	}
+}
+
+// adoptOrphanLogs handles partition logs with no topic in the image (after removeStrayLogs): a
+// single broker adopts them as topics (a log dir written by Kafka, or from before the metadata
+// log); a cluster member leaves the ones without a topic id alone and logs them (an operator
+// decides).
 func (b *Broker) adoptOrphanLogs() error {
+	b.removeStrayLogs()
 	counts := map[string]int32{}
 	for tp := range b.logs.Logs() {
 		if tp.Partition+1 > counts[tp.Topic] {
