@@ -422,3 +422,53 @@ func TestFuzzScramSeeds(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSASLUnknownUser compares the server's work for a known user (created with the
+// default iterations) and an unknown one: PLAIN's check, and a whole SCRAM-SHA-512 exchange
+// (client messages prepared once, fixed nonces). The pairs should cost the same.
+func BenchmarkSASLUnknownUser(b *testing.B) {
+	br := startBroker(b, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := kadm.NewClient(newKgo(b, br.Addr())).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "known", Mechanism: kadm.ScramSha512, Iterations: scramDefaultIterations, Password: "pw"},
+	})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, user := range []string{"known", "unknown"} {
+		b.Run("plain-"+user, func(b *testing.B) {
+			for b.Loop() {
+				if br.checkPlain(user, "pw") != (user == "known") {
+					b.Fatal("wrong answer")
+				}
+			}
+		})
+		// The client's messages for this user, against a server with fixed nonces.
+		cl, _ := xscram.SHA512.NewClient(user, "pw", "")
+		conv := cl.WithNonceGenerator(func() string { return testClientNonce }).NewConversation()
+		first, _ := conv.Step("")
+		x := newScramExchange(sha512.New, br.scramLookup(mechScramSHA512))
+		x.randRead = zeroRand
+		sf, err := x.ClientFirst([]byte(first))
+		if err != nil {
+			b.Fatal(err)
+		}
+		final, _ := conv.Step(string(sf))
+		b.Run("scram512-"+user, func(b *testing.B) {
+			for b.Loop() {
+				x := newScramExchange(sha512.New, br.scramLookup(mechScramSHA512))
+				x.randRead = zeroRand
+				if _, err := x.ClientFirst([]byte(first)); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := x.ClientFinal([]byte(final)); (err == nil) != (user == "known") {
+					b.Fatalf("final: %v", err)
+				}
+			}
+		})
+	}
+}
