@@ -1,11 +1,15 @@
 package engine
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/weir-mq/weir/vfs"
 )
 
 // TestSuffixedDirNameFits: "-delete" and "-stray" names fit in 255 bytes for the longest legal
@@ -111,4 +115,49 @@ func TestManagerCreateOverLeftover(t *testing.T) {
 		t.Fatalf("topic id %x", id)
 	}
 	m.Close()
+}
+
+// renameFailFS fails every rename to a "-delete" name.
+type renameFailFS struct{ vfs.FS }
+
+func (f renameFailFS) Rename(oldpath, newpath string) error {
+	if strings.HasSuffix(newpath, DeleteDirSuffix) {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: syscall.ENAMETOOLONG}
+	}
+	return f.FS.Rename(oldpath, newpath)
+}
+
+// TestManagerDeleteLogRenameFails: when the rename to "-delete" fails, the directory is removed
+// in place; a removal recorded as failed is retried by retryDeletes and then no longer reported.
+func TestManagerDeleteLogRenameFails(t *testing.T) {
+	d0 := filepath.Join(t.TempDir(), "d0")
+	cfg := mgrConfig(d0)
+	cfg.FS = renameFailFS{vfs.OS}
+	m := mgrOpen(t, cfg)
+	defer m.Close()
+	tp := TopicPartition{"r", 0}
+	l, err := m.CreateLog(tp, [16]byte{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgrAppend(t, l, 3, 2)
+	dir := l.Dir()
+	if err := m.DeleteLog(tp); err != nil {
+		t.Fatalf("delete with a failing rename: %v", err)
+	}
+	if mgrExists(dir) {
+		t.Fatal("directory left after the in-place removal")
+	}
+	// A failed removal is reported, retried, then gone.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m.notePendingDelete(m.dirs[0], tp, dir, errors.New("injected"))
+	if m.DeleteFailed(tp) == nil {
+		t.Fatal("pending removal not reported")
+	}
+	m.retryDeletes()
+	if err := m.DeleteFailed(tp); err != nil || mgrExists(dir) {
+		t.Fatalf("after the retry: %v, exists %v", err, mgrExists(dir))
+	}
 }
