@@ -2,13 +2,17 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -140,5 +144,63 @@ func TestDeleteTopicLongName(t *testing.T) {
 	createTopic(t, b.Addr(), "left-behind", 1, nil)
 	if off := produce(b, "left-behind", 1); off != 0 {
 		t.Fatalf("left-behind re-created: first record at offset %d, want 0", off)
+	}
+}
+
+// TestClusterDeleteTopicWhileBrokerDown: a 249-character topic replicated on three brokers is
+// deleted while one of them is stopped. The two running brokers remove their directories at
+// once; the stopped one, on restart, finds its directory's topic id tombstoned and deletes it
+// (never adopting or serving it); the topic created again starts at offset 0.
+func TestClusterDeleteTopicWhileBrokerDown(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	adm := kadm.NewClient(c.client())
+	topic := strings.Repeat("d", 249)
+	createReplicatedTopic(t, adm, topic, 1, 3, nil)
+	c.waitISR(adm, topic, 3, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	prod := c.client(kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(20*time.Second))
+	for i := 0; i < 5; i++ {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("old")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.waitISR(adm, topic, 3, 30*time.Second)
+	down := 2
+	c.signal(down, syscall.SIGTERM)
+	one := kadm.NewClient(c.clientAt(c.nodes[0]))
+	waitFor(t, 30*time.Second, "topic deleted", func() (bool, string) {
+		rs, err := one.DeleteTopics(ctx, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		err = rs[topic].Err
+		return err == nil || errors.Is(err, kerr.UnknownTopicOrPartition), fmt.Sprint(err)
+	})
+	for i := 0; i < 2; i++ {
+		waitFor(t, 10*time.Second, fmt.Sprintf("directory removed on broker %d", c.nodes[i].id), func() (bool, string) {
+			left := dirsWithPrefix(t, c.nodes[i].dir, topic[:100])
+			return len(left) == 0, fmt.Sprint(left)
+		})
+	}
+	if left := dirsWithPrefix(t, c.nodes[down].dir, topic[:100]); len(left) != 1 {
+		t.Fatalf("stopped broker's directories: %v, want its partition directory", left)
+	}
+	c.restart(down)
+	waitFor(t, 10*time.Second, "the restarted broker deleted the stray directory", func() (bool, string) {
+		left := dirsWithPrefix(t, c.nodes[down].dir, topic[:100])
+		return len(left) == 0, fmt.Sprint(left)
+	})
+	createReplicatedTopic(t, adm, topic, 1, 3, nil)
+	c.waitISR(adm, topic, 3, 30*time.Second)
+	var r *kgo.Record
+	prod = c.client(kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(20*time.Second)) // knows the new topic id
+	waitFor(t, 30*time.Second, "produce to the re-created topic", func() (bool, string) {
+		var err error
+		r, err = prod.ProduceSync(ctx, &kgo.Record{Value: []byte("new")}).First()
+		return err == nil, fmt.Sprint(err)
+	})
+	if r.Offset != 0 {
+		t.Fatalf("re-created topic: first record at offset %d, want 0", r.Offset)
 	}
 }
