@@ -5,14 +5,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/sha512"
+	"crypto/tls"
 	"encoding/base64"
 	"flag"
 	"fmt"
 	"hash"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -470,5 +473,44 @@ func BenchmarkSASLUnknownUser(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestClusterScramUnknownUserSalt: on a cluster, an unknown user's SCRAM salt is the same on
+// every broker and after a broker restarts (it derives from the cluster secret in the metadata),
+// as a real user's stored salt would be.
+func TestClusterScramUnknownUserSalt(t *testing.T) {
+	c := startSecureCluster(t, 3, map[string]string{
+		"connection.failed.authentication.delay.ms":           "0",
+		"listener.name.broker.sasl.enabled.mechanisms":        "SCRAM-SHA-512",
+		"sasl.mechanism.inter.broker.protocol":                "SCRAM-SHA-512",
+		"listener.name.broker.scram-sha-512.sasl.jaas.config": jaasLine("scram.ScramLoginModule", "broker", brokerPassword),
+	})
+	salt := func(id int32) string {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", fmt.Sprintf("127.0.0.1:%d", c.sasl[id]), &tls.Config{RootCAs: c.ca.Pool})
+		if err != nil {
+			return "dial: " + err.Error()
+		}
+		defer conn.Close()
+		rc := &rawClient{t: t, conn: conn, f: kmsg.NewRequestFormatter(kmsg.FormatterClientID("salt-test"))}
+		rc.roundTrip(saslHandshake(mechScramSHA512), 1)
+		r := rc.roundTrip(saslAuth([]byte("n,,n=nobody-here,r=abcdef")), 2).(*kmsg.SASLAuthenticateResponse)
+		parts := strings.Split(string(r.SASLAuthBytes), ",")
+		if r.ErrorCode != 0 || len(parts) != 3 {
+			return fmt.Sprintf("error %d: %q", r.ErrorCode, r.SASLAuthBytes)
+		}
+		return parts[1] + "," + parts[2]
+	}
+	var want string
+	waitFor(t, 30*time.Second, "the same unknown-user salt on every broker", func() (bool, string) {
+		got := []string{salt(1), salt(2), salt(3)}
+		want = got[0]
+		return got[0] == got[1] && got[1] == got[2] && strings.HasSuffix(want, ",i="+strconv.Itoa(scramDefaultIterations)), fmt.Sprint(got)
+	})
+	c.signal(2, syscall.SIGTERM)
+	c.spawnSecure(c.nodes[2])
+	c.waitStarted(c.nodes[2], 60*time.Second)
+	if got := salt(3); got != want {
+		t.Fatalf("after a restart: %s, want %s", got, want)
 	}
 }
