@@ -138,6 +138,9 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment
 	if err := validTopicName(name); err != nil {
 		return Topic{}, err
 	}
+	if name == "__cluster_metadata" { // Kafka's metadata log's name (ControllerApis refuses it too)
+		return Topic{}, fmt.Errorf("Creation of internal topic __cluster_metadata is prohibited.: %w", kerr.InvalidRequest)
+	}
 	if len(assignment) > 0 {
 		partitions = int32(len(assignment))
 	}

@@ -138,6 +138,10 @@ func TestInternalTopicsRefused(t *testing.T) {
 	}
 	err = newKgo(t, b.Addr(), kgo.RecordRetries(1)).ProduceSync(ctx, &kgo.Record{Topic: "__transaction_state", Value: []byte("x")}).FirstErr()
 	admWantErr(t, "produce to __transaction_state", err, kerr.InvalidTopicException)
+	// __cluster_metadata cannot be created (Kafka: INVALID_REQUEST).
+	if r, err := adm.CreateTopic(ctx, 1, 1, nil, "__cluster_metadata"); err == nil && !errors.Is(r.Err, kerr.InvalidRequest) {
+		t.Errorf("create __cluster_metadata: %v", r.Err)
+	}
 	// A user topic starting with "__" is an ordinary topic.
 	admCreateTopic(t, adm, "__mine", 1, nil)
 	if err := newKgo(t, b.Addr()).ProduceSync(ctx, &kgo.Record{Topic: "__mine", Value: []byte("x")}).FirstErr(); err != nil {
