@@ -45,6 +45,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime $(FUZZTIME) ./record/
 	$(GO) test -run '^$$' -fuzz FuzzDispatch -fuzztime $(FUZZTIME) ./broker/
 	$(GO) test -run '^$$' -fuzz FuzzControllerRPC -fuzztime $(FUZZTIME) ./replication/
+	$(GO) test -run '^$$' -fuzz '^FuzzScram$$' -fuzztime $(FUZZTIME) ./broker/
+	$(GO) test -run '^$$' -fuzz FuzzOffsetsRecord -fuzztime $(FUZZTIME) ./coordinator/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -11,7 +11,10 @@ package broker
 // requests) until the high watermark covers the batch, i.e. every in-sync replica has it on
 // disk, or timeout_ms (REQUEST_TIMED_OUT); with fewer in-sync replicas than min.insync.replicas
 // it is refused before the append (NOT_ENOUGH_REPLICAS). Only the partition's leader appends
-// (NOT_LEADER_OR_FOLLOWER elsewhere).
+// (NOT_LEADER_OR_FOLLOWER elsewhere). Internal topics (isInternalTopic) are refused with
+// INVALID_TOPIC_EXCEPTION "Cannot append to internal topic", as Kafka's ReplicaManager does, for
+// every client (Kafka exempts the client id "__admin_client", which any client can send); the
+// group coordinator appends to __consumer_offsets through the replica manager, not here.
 
 import (
 	"fmt"
@@ -88,6 +91,10 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 				err = kerr.TopicAuthorizationFailed
 			case !found || rp.Partition < 0 || rp.Partition >= t.Partitions:
 				err = missing
+			case isInternalTopic(t.Name):
+				// Kafka lets a client whose client.id is "__admin_client" append; any client
+				// can claim that id, so weir refuses every client.
+				err = fmt.Errorf("Cannot append to internal topic %s: %w", t.Name, kerr.InvalidTopicException)
 			}
 			if err == nil {
 				tp := engine.TopicPartition{Topic: t.Name, Partition: rp.Partition}

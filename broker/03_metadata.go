@@ -113,7 +113,7 @@ func (b *Broker) metadataTopic(t Topic) kmsg.MetadataResponseTopic {
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
-	mt.IsInternal = t.Internal
+	mt.IsInternal = isInternalTopic(t.Name) // Kafka: Topic.isInternal
 	img := b.ctl.Image()
 	for p := int32(0); p < t.Partitions; p++ {
 		pi := t.Assign[p]

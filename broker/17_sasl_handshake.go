@@ -26,7 +26,7 @@ func init() {
 type saslState struct {
 	mechanism string
 	// scram is the SCRAM conversation, after its first message.
-	scram scramConversation
+	scram *scramExchange
 	// started is set once SaslAuthenticate began the exchange.
 	started bool
 }

@@ -5,14 +5,19 @@ package broker
 // response carries each topic's id. v5+ answers with error messages. A name or id given twice
 // in one request is INVALID_REQUEST. With delete.topic.enable=false every topic fails with
 // INVALID_REQUEST below v3 and TOPIC_DELETION_DISABLED from v3, as Kafka does. An unknown name is
-// UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID. Internal topics are not refused:
-// Kafka 4's controller deletes __consumer_offsets when asked (only its CLI refuses). Deletion is
-// synchronous: the topic's metadata is removed first (so it vanishes from Metadata and no new
-// produce or fetch finds it), then every partition log is closed and its directory removed
-// (renamed to *-delete first, so a crash during the removal never resurrects it), and the log
-// dirs' checkpoints are rewritten without them. A crash after the metadata removal but before a
-// partition's rename leaves that log to be adopted again as a topic at the next start
-// (reconcileTopics): delete it again. Deletion holds topicMu throughout, so a topic of the same
+// UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID. Internal topics (isInternalTopic)
+// are refused with INVALID_TOPIC_EXCEPTION: Kafka 4's controller deletes __consumer_offsets when
+// asked (only its CLI refuses), which loses every group's committed offsets at once (a "delete
+// every topic" script is enough); weir refuses, as Kafka's CLI does. Deletion is
+// synchronous: a tombstone of the topic id is stored in the metadata, the topic's metadata is
+// removed (so it vanishes from Metadata and no new produce or fetch finds it), then every
+// partition log is closed and its directory removed (renamed to a "-delete" name first, cut to
+// fit 255 bytes for any legal topic name, so a crash during the removal never resurrects it), and
+// the log dirs' checkpoints are rewritten without them. The metadata deletion is authoritative:
+// a directory that could not be removed is not served, its removal is retried, and the answer
+// for that topic is KAFKA_STORAGE_ERROR saying so; a directory of a deleted topic found at the
+// next start (a crash before the rename, a broker that was down) is deleted as a stray
+// (cluster.go: removeStrayLogs), never adopted again. Deletion holds topicMu throughout, so a topic of the same
 // name cannot be created while its old directories are being renamed. timeout_ms is not
 // needed: nothing is left to do asynchronously.
 
@@ -123,12 +128,23 @@ func (b *Broker) deleteTopic(ref deleteTopicRef) (Topic, error) {
 	}
 	// The controller removes the topic; every replica's broker deletes its logs when its image
 	// no longer has the topic (replicas.go), this one before answering.
+	if isInternalTopic(t.Name) {
+		return Topic{}, fmt.Errorf("cannot delete internal topic %s: %w", t.Name, kerr.InvalidTopicException)
+	}
 	if err := b.deleteTopicMeta(t); err != nil {
 		return Topic{}, err
 	}
 	var firstErr error
 	for p := int32(0); p < t.Partitions; p++ {
-		if l, ok := b.logs.Log(engine.TopicPartition{Topic: t.Name, Partition: p}); ok {
+		tp := engine.TopicPartition{Topic: t.Name, Partition: p}
+		if err := b.logs.DeleteFailed(tp); err != nil {
+			// The metadata deletion stands (the topic is gone from every broker's view and its
+			// log is closed); the directory's removal is retried, and at the next start it is
+			// deleted as a stray. Say so rather than answer success.
+			firstErr = fmt.Errorf("topic %s is deleted, but the directory of partition %d could not be removed yet (retried): %v: %w", t.Name, p, err, kerr.KafkaStorageError)
+			continue
+		}
+		if l, ok := b.logs.Log(tp); ok {
 			if id, _ := b.logs.TopicID(engine.TopicPartition{Topic: t.Name, Partition: p}); id == t.ID {
 				firstErr = fmt.Errorf("delete topic %s partition %d: log %s still open: %w", t.Name, p, l.Dir(), kerr.KafkaStorageError)
 			}

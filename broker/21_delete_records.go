@@ -81,7 +81,7 @@ func handleDeleteRecords(b *Broker, r *netio.Request) netio.Reply {
 
 // deleteRecords advances l's log start offset to offset and returns the new log start.
 func (b *Broker) deleteRecords(t Topic, l *engine.Log, offset int64) (int64, error) {
-	if t.Internal {
+	if isInternalTopic(t.Name) { // Kafka's ReplicaManager refuses these too
 		return -1, fmt.Errorf("cannot delete records of internal topic %s: %w", t.Name, kerr.InvalidTopicException)
 	}
 	policy, _, _ := b.cfg.TopicConfigValue(t.Configs, "cleanup.policy")

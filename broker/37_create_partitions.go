@@ -8,7 +8,8 @@ package broker
 // INVALID_REPLICA_ASSIGNMENT. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, a topic named
 // twice INVALID_REQUEST. validate_only checks without creating. The new partitions' logs are
 // created before the topic's partition count is raised, so Metadata never announces a
-// partition without a log.
+// partition without a log. Internal topics get INVALID_TOPIC_EXCEPTION (Kafka 4 adds partitions
+// to them, which remaps every consumer group to another partition and loses its offsets).
 
 import (
 	"fmt"
@@ -64,6 +65,11 @@ func (b *Broker) createPartitions(rt kmsg.CreatePartitionsRequestTopic, validate
 		return fmt.Errorf("topic %s: %w", rt.Topic, kerr.UnknownTopicOrPartition)
 	}
 	switch {
+	case isInternalTopic(t.Name):
+		// Kafka 4's controller adds them; weir refuses: groups are mapped to partitions by the
+		// partition count (abs(hash) % count), so more partitions would move every group and
+		// orphan its committed offsets.
+		return fmt.Errorf("cannot add partitions to internal topic %s: each group's partition is chosen by the partition count: %w", t.Name, kerr.InvalidTopicException)
 	case rt.Count < t.Partitions:
 		return fmt.Errorf("topic %s currently has %d partitions; %d would not be an increase: %w", t.Name, t.Partitions, rt.Count, kerr.InvalidPartitions)
 	case rt.Count == t.Partitions:

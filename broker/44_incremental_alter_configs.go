@@ -129,6 +129,9 @@ func (b *Broker) alterTopicConfigsLocked(name string, changes []configChange, re
 	}
 	effective := func(k string) string { v, _, _ := b.cfg.TopicConfigValue(t.Configs, k); return v }
 	next, err := applyConfigChanges(t.Configs, changes, replace, lookup, effective)
+	if err == nil && isInternalTopic(name) {
+		err = b.checkInternalTopicConfigs(name, next)
+	}
 	if err != nil || validateOnly {
 		return err
 	}
@@ -283,4 +286,16 @@ func (b *Broker) alterResource(dup bool, typ kmsg.ConfigResourceType, name strin
 	}
 	msg := err.Error()
 	return errorCode(err), &msg
+}
+
+// checkInternalTopicConfigs refuses configs that would let an internal topic lose records the
+// coordinator needs: its cleanup.policy must stay "compact" (delete, or compact,delete, would
+// drop the offsets of groups idle longer than retention.ms). Kafka 4 accepts any config change on
+// internal topics; every other config (segment.bytes, min.insync.replicas, ...) is accepted
+// here as there.
+func (b *Broker) checkInternalTopicConfigs(name string, configs map[string]string) error {
+	if v, _, _ := b.cfg.TopicConfigValue(configs, "cleanup.policy"); v != "compact" {
+		return fmt.Errorf("cleanup.policy of internal topic %s must stay compact (would be %q): %w", name, v, kerr.InvalidConfig)
+	}
+	return nil
 }

@@ -138,7 +138,7 @@ func New(cfg *Config) (*Broker, error) {
 		b.registry.Register(netio.API{Key: d.key, MinVersion: d.min, MaxVersion: d.max, AdvertisedMin: d.advertisedMin,
 			Handle: func(r *netio.Request) netio.Reply { return d.handle(b, r) }})
 	}
-	b.sec.scram.init(b)
+	b.obs.reg.MustRegister(securityCollector{b.sec}) // SASL counters (security.go)
 	b.server = netio.NewServer(netio.Config{
 		MaxUnauthenticatedBytes: int32(cfg.int64("sasl.server.max.receive.size")),
 		MaxRequestBytes:         int32(cfg.int64("socket.request.max.bytes")),
@@ -207,6 +207,9 @@ func (b *Broker) Start() error {
 	adv := b.advertised
 	b.rm.start()
 	b.startGroups()
+	if b.sec.anySASL() {
+		go b.ensureScramSecret() // the secret behind unknown users' fake SCRAM credentials (scram.go)
+	}
 	b.rm.reconcile() // elect the coordinator for the __consumer_offsets partitions led here
 	for _, l := range b.bound {
 		b.server.Serve(l)

@@ -8,9 +8,11 @@ package broker
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -144,6 +146,9 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment
 	if err := validTopicName(name); err != nil {
 		return Topic{}, err
 	}
+	if name == "__cluster_metadata" { // Kafka's metadata log's name (ControllerApis refuses it too)
+		return Topic{}, fmt.Errorf("Creation of internal topic __cluster_metadata is prohibited.: %w", kerr.InvalidRequest)
+	}
 	if len(assignment) > 0 {
 		partitions = int32(len(assignment))
 	}
@@ -157,6 +162,20 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment
 		rf = int16(b.cfg.int64("default.replication.factor"))
 		if name == offsetsTopic {
 			rf = int16(b.cfg.int64("offsets.topic.replication.factor"))
+		}
+	}
+	if isInternalTopic(name) {
+		// An internal topic is compacted: a client creating one (Kafka 4 allows it) gets
+		// cleanup.policy=compact unless it asked for another policy, which is refused.
+		configs = maps.Clone(configs)
+		if configs == nil {
+			configs = map[string]string{}
+		}
+		if _, ok := configs["cleanup.policy"]; !ok {
+			configs["cleanup.policy"] = "compact"
+		}
+		if err := b.checkInternalTopicConfigs(name, configs); err != nil {
+			return Topic{}, err
 		}
 	}
 	for k, v := range configs {
@@ -173,7 +192,7 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment
 	defer cancel()
 	info, err := b.ctl.CreateTopic(ctx, replication.CreateTopicRequest{
 		Name: name, Partitions: partitions, ReplicationFactor: rf, Assignment: assignment,
-		Configs: configs, Internal: name == offsetsTopic, ValidateOnly: vo,
+		Configs: configs, Internal: isInternalTopic(name), ValidateOnly: vo,
 	})
 	if err != nil {
 		return Topic{}, err
@@ -196,6 +215,11 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment
 func (b *Broker) deleteTopicMeta(t Topic) error {
 	ctx, cancel := b.requestCtx()
 	defer cancel()
+	// The tombstone first: a partition directory of this topic id found later (a removal that
+	// failed, a broker that was down) is then known to be deleted, never adopted again.
+	if err := b.ctl.PutRecords(ctx, deletedTopicKind, map[string]string{hex.EncodeToString(t.ID[:]): t.Name}, nil); err != nil {
+		return fmt.Errorf("recording the deletion of topic %s: %w", t.Name, err)
+	}
 	if err := b.ctl.DeleteTopic(ctx, t.Name); err != nil {
 		return err
 	}
@@ -262,11 +286,51 @@ func (b *Broker) replicaAddr(id int32) (string, bool) {
 	return net.JoinHostPort(host, fmt.Sprint(e.Port)), true
 }
 
-// adoptOrphanLogs handles partition logs with no topic in the image: a single broker adopts
-// them as topics (a log dir written by Kafka, or from before the metadata log); a cluster
-// member leaves them alone and logs them (the topic was deleted while this broker was away; an
-// operator decides).
+// deletedTopicKind is the metadata record kind of deleted topics' tombstones: key the topic id
+// in hex, value the name. They are kept (a few dozen bytes per deleted topic) so that a
+// partition directory of a deleted topic is recognised whenever it shows up.
+const deletedTopicKind = "deleted-topic"
+
+// removeStrayLogs runs at start, before adoptOrphanLogs: a partition log whose topic id
+// (partition.metadata) is not in the metadata image is a stray. It is deleted when the topic
+// is known to be deleted (a tombstone, or the name now belongs to a topic with another id);
+// otherwise a cluster member moves it aside ("-stray", as Kafka 4 does with stray logs: not
+// served, kept for an operator), and a single broker adopts it (adoptOrphanLogs: a log dir
+// written by Kafka). A deleted topic's data is thus never served again nor resurrected, even
+// when its directory could not be removed at deletion time.
+func (b *Broker) removeStrayLogs() {
+	img := b.ctl.Image()
+	tombs := img.Records[deletedTopicKind]
+	for tp := range b.logs.Logs() {
+		id, ok := b.logs.TopicID(tp)
+		if !ok || id == ([16]byte{}) {
+			continue
+		}
+		if _, live := img.TopicsByID[id]; live {
+			continue
+		}
+		_, tombstoned := tombs[hex.EncodeToString(id[:])]
+		_, reused := img.Topics[tp.Topic]
+		switch {
+		case tombstoned || reused:
+			slog.Info("deleting the partition log of a deleted topic", "topic", tp.Topic, "partition", tp.Partition, "topic_id", hex.EncodeToString(id[:]))
+			if err := b.logs.DeleteLog(tp); err != nil {
+				slog.Error("deleting the partition log of a deleted topic (retried)", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+			}
+		case b.clustered():
+			if err := b.logs.MoveAsideLog(tp); err != nil {
+				slog.Error("moving a stray partition log aside", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+			}
+		}
+	}
+}
+
+// adoptOrphanLogs handles partition logs with no topic in the image (after removeStrayLogs): a
+// single broker adopts them as topics (a log dir written by Kafka, or from before the metadata
+// log); a cluster member leaves the ones without a topic id alone and logs them (an operator
+// decides).
 func (b *Broker) adoptOrphanLogs() error {
+	b.removeStrayLogs()
 	counts := map[string]int32{}
 	for tp := range b.logs.Logs() {
 		if tp.Partition+1 > counts[tp.Topic] {
@@ -292,7 +356,7 @@ func (b *Broker) adoptOrphanLogs() error {
 		}
 		ctx, cancel := b.requestCtx()
 		_, err := b.ctl.CreateTopic(ctx, replication.CreateTopicRequest{Name: name, ID: id, Partitions: n, ReplicationFactor: 1,
-			Assignment: assign, Internal: strings.HasPrefix(name, "__")})
+			Assignment: assign, Internal: isInternalTopic(name)})
 		cancel()
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("adopt topic %s: %w", name, err)

@@ -3,7 +3,7 @@ package broker
 // SCRAM credentials (RFC 5802, RFC 7677) in the cluster metadata: records of kind "scram",
 // keyed "<mechanism>/<user>", valued JSON {salt, iterations, stored_key, server_key} (byte
 // fields base64). The password is never stored, nor the salted password: only what the server
-// side of SCRAM needs. PLAIN checks a password against the same credential (it derives the
+// side of SCRAM needs (the exchange itself: scramserver.go). PLAIN checks a password against the same credential (it derives the
 // salted password with the stored salt and iterations and compares the stored keys in constant
 // time), so one credential store serves both mechanisms.
 
@@ -11,14 +11,16 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/pbkdf2"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/sha512"
+	"encoding/base64"
 	"encoding/json"
 	"hash"
+	"log/slog"
 	"sort"
 	"strings"
-
-	"github.com/xdg-go/scram"
+	"time"
 )
 
 // scramRecordKind is the metadata record kind holding SCRAM credentials.
@@ -148,7 +150,9 @@ func (b *Broker) putScramCredentials(ctx context.Context, puts map[string]scramC
 }
 
 // checkPlain checks a PLAIN password against the user's stored SCRAM credential (SCRAM-SHA-512
-// first, then SCRAM-SHA-256). An unknown user costs the same derivation as a known one.
+// first, then SCRAM-SHA-256). An unknown user costs the same derivation as a known one created
+// with the default iteration count: the password is salted against the user's fake
+// SCRAM-SHA-512 credential and compared, and the answer is the same "invalid credentials".
 func (b *Broker) checkPlain(user, password string) bool {
 	for _, mech := range []string{mechScramSHA512, mechScramSHA256} {
 		c, ok := b.scramCredential(mech, user)
@@ -162,44 +166,84 @@ func (b *Broker) checkPlain(user, password string) bool {
 		got := newScramCredential(h, c.Salt, saltPassword(h, password, c.Salt, int(c.Iterations)), c.Iterations)
 		return hmac.Equal(got.StoredKey, c.StoredKey)
 	}
-	saltPassword(sha512.New, password, b.sec.fakeSalt(mechPlain, user), scramMinIterations)
+	c := b.fakeScramCredential(mechScramSHA512, user)
+	got := newScramCredential(sha512.New, c.Salt, saltPassword(sha512.New, password, c.Salt, int(c.Iterations)), c.Iterations)
+	_ = hmac.Equal(got.StoredKey, c.StoredKey)
 	return false
 }
 
-// scramServers are xdg-go/scram servers per mechanism, looking credentials up in the image.
-type scramServers struct {
-	byMech map[string]*scram.Server
-}
-
-func newScramServers() *scramServers {
-	return &scramServers{byMech: map[string]*scram.Server{}}
-}
-
-// init creates the servers once the broker (credential lookup) exists.
-func (ss *scramServers) init(b *Broker) {
-	for _, mech := range []string{mechScramSHA256, mechScramSHA512} {
-		h, _ := scramMechanismHash(mech)
-		gen := scram.HashGeneratorFcn(h)
-		srv, err := gen.NewServer(func(user string) (scram.StoredCredentials, error) {
-			c, ok := b.scramCredential(mech, user)
-			if !ok {
-				// An unknown user gets a stable fake salt and keys nobody can prove, so
-				// the exchange looks the same as for a real user and fails at the proof.
-				fake := b.sec.fakeSalt(mech, user)
-				return scram.StoredCredentials{
-					KeyFactors: scram.KeyFactors{Salt: string(fake), Iters: scramMinIterations},
-					StoredKey:  b.sec.fakeSalt("stored/"+mech, user),
-					ServerKey:  b.sec.fakeSalt("server/"+mech, user),
-				}, nil
-			}
-			return scram.StoredCredentials{
-				KeyFactors: scram.KeyFactors{Salt: string(c.Salt), Iters: int(c.Iterations)},
-				StoredKey:  c.StoredKey, ServerKey: c.ServerKey,
-			}, nil
-		})
-		if err != nil {
-			panic(err) // NewServer never fails
+// scramLookup is the credential lookup of a SCRAM exchange for mechanism: the stored
+// credential, or for an unknown user (or a stored credential whose iteration count is outside
+// Kafka's bounds, which Kafka refuses too) a fake one that no proof matches (known false).
+func (b *Broker) scramLookup(mechanism string) func(user string) (scramCredential, bool) {
+	return func(user string) (scramCredential, bool) {
+		c, ok := b.scramCredential(mechanism, user)
+		if !ok {
+			return b.fakeScramCredential(mechanism, user), false
 		}
-		ss.byMech[mech] = srv
+		if c.Iterations < scramMinIterations || c.Iterations > scramMaxIterations {
+			return c, false
+		}
+		return c, true
+	}
+}
+
+// The cluster secret behind unknown users' fake credentials: a metadata record (kind
+// scramSecretKind, key scramSecretKey, 32 random bytes in base64) so that every broker, before
+// and after restarts, shows an unknown user the same salt, as it would a real user's. Until
+// the record exists (a new cluster's first seconds) a per-broker random key is used.
+const (
+	scramSecretKind = "sasl"
+	scramSecretKey  = "fake-credential-key"
+)
+
+// scramFakeKey returns the cluster secret, or the broker's own random key until it exists.
+func (b *Broker) scramFakeKey() []byte {
+	if b.ctl != nil {
+		if v, ok := b.ctl.Image().Records[scramSecretKind][scramSecretKey]; ok {
+			if k, err := base64.StdEncoding.DecodeString(v); err == nil && len(k) >= 32 {
+				return k
+			}
+		}
+	}
+	return b.sec.fakeKey[:]
+}
+
+// ensureScramSecret stores the cluster secret when the metadata has none (first start of a
+// cluster with SASL listeners). Two brokers racing both write; the last write wins and every
+// broker then reads the same one. Bounded: a minute of attempts, then the per-broker key stays.
+func (b *Broker) ensureScramSecret() {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) && !b.obs.stopping.Load() {
+		if _, ok := b.ctl.Image().Records[scramSecretKind][scramSecretKey]; ok {
+			return
+		}
+		var k [32]byte
+		_, _ = rand.Read(k[:])
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := b.ctl.PutRecords(ctx, scramSecretKind, map[string]string{scramSecretKey: base64.StdEncoding.EncodeToString(k[:])}, nil)
+		cancel()
+		if err == nil {
+			return
+		}
+		slog.Debug("storing the SASL fake-credential secret in the metadata", "err", err)
+		time.Sleep(time.Second)
+	}
+}
+
+// fakeScramCredential is an unknown user's credential for mechanism: a salt and keys derived
+// from the cluster secret and the user name (stable across attempts and brokers), and the
+// default iteration count.
+func (b *Broker) fakeScramCredential(mechanism, user string) scramCredential {
+	h, ok := scramMechanismHash(mechanism)
+	if !ok {
+		h = sha512.New
+	}
+	key := b.scramFakeKey()
+	return scramCredential{
+		Salt:       scramHMAC(sha256.New, key, "salt/"+mechanism+"/"+user)[:scramSaltBytes],
+		Iterations: scramDefaultIterations,
+		StoredKey:  scramHMAC(h, key, "stored/"+mechanism+"/"+user),
+		ServerKey:  scramHMAC(h, key, "server/"+mechanism+"/"+user),
 	}
 }

@@ -10,9 +10,7 @@ package broker
 // listener.name.<lower-case listener name>.<key>.
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -21,7 +19,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weir-mq/weir/netio"
 )
@@ -58,10 +59,53 @@ type securityState struct {
 	// failDelay is connection.failed.authentication.delay.ms: a failed authentication is
 	// answered (and the connection closed) only after this long.
 	failDelay time.Duration
-	// fakeKey derives stable fake SCRAM salts for unknown users, so that the server-first
-	// message does not tell which users exist.
+	// fakeKey derives unknown users' fake SCRAM credentials until the cluster secret exists
+	// (scram.go: scramFakeKey).
 	fakeKey [32]byte
-	scram   *scramServers
+	// authFailures and authSuccesses count SASL authentications per mechanism (index in
+	// knownMechanisms); throttled counts attempts refused by the per-address limiter.
+	authFailures  [3]atomic.Uint64
+	authSuccesses [3]atomic.Uint64
+	throttled     atomic.Uint64
+}
+
+// countAuth counts one finished SASL authentication of mechanism.
+func (s *securityState) countAuth(mechanism string, ok bool) {
+	i := slices.Index(knownMechanisms, mechanism)
+	if i < 0 {
+		return
+	}
+	if ok {
+		s.authSuccesses[i].Add(1)
+	} else {
+		s.authFailures[i].Add(1)
+	}
+}
+
+var (
+	descAuthFailures = prometheus.NewDesc("weir_sasl_authentication_failures_total",
+		"Failed SASL authentications (wrong credentials, unknown users, malformed messages, refused by the per-address limit), by mechanism.", []string{"mechanism"}, nil)
+	descAuthSuccesses = prometheus.NewDesc("weir_sasl_authentication_successes_total",
+		"Successful SASL authentications, by mechanism.", []string{"mechanism"}, nil)
+	descAuthThrottled = prometheus.NewDesc("weir_sasl_authentication_throttled_total",
+		"SASL authentications refused without checking the credentials because the client address failed too often.", nil, nil)
+)
+
+// securityCollector exports the SASL counters.
+type securityCollector struct{ s *securityState }
+
+func (c securityCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descAuthFailures
+	ch <- descAuthSuccesses
+	ch <- descAuthThrottled
+}
+
+func (c securityCollector) Collect(ch chan<- prometheus.Metric) {
+	for i, m := range knownMechanisms {
+		ch <- prometheus.MustNewConstMetric(descAuthFailures, prometheus.CounterValue, float64(c.s.authFailures[i].Load()), m)
+		ch <- prometheus.MustNewConstMetric(descAuthSuccesses, prometheus.CounterValue, float64(c.s.authSuccesses[i].Load()), m)
+	}
+	ch <- prometheus.MustNewConstMetric(descAuthThrottled, prometheus.CounterValue, float64(c.s.throttled.Load()))
 }
 
 // listenerKey returns key's value for listener: listener.name.<name>.<key> when set, else key.
@@ -103,7 +147,6 @@ func newSecurityState(cfg *Config, specs []ListenerSpec) (*securityState, error)
 		failDelay: cfg.duration("connection.failed.authentication.delay.ms"),
 	}
 	_, _ = rand.Read(s.fakeKey[:])
-	s.scram = newScramServers()
 	for _, spec := range specs {
 		proto, ok := protos[spec.Name]
 		if !ok {
@@ -270,13 +313,6 @@ func (l *authLimiter) failure(ip string) {
 	b.tokens = max(-l.burst, b.tokens-1)
 }
 
-// fakeSalt is a stable salt for an unknown user (the same each time, like a real one).
-func (s *securityState) fakeSalt(mechanism, user string) []byte {
-	h := hmac.New(sha256.New, s.fakeKey[:])
-	h.Write([]byte(mechanism + "/" + user))
-	return h.Sum(nil)[:24]
-}
-
 // ListenerAddr returns the bound address of the listener named name (tests, tools).
 func (b *Broker) ListenerAddr(name string) (string, bool) {
 	b.mu.Lock()
@@ -287,4 +323,14 @@ func (b *Broker) ListenerAddr(name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// anySASL reports whether some listener requires SASL.
+func (s *securityState) anySASL() bool {
+	for _, ls := range s.listeners {
+		if len(ls.mechanisms) > 0 {
+			return true
+		}
+	}
+	return false
 }

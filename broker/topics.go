@@ -22,6 +22,21 @@ type Topic struct {
 	Assign []replication.PartitionInfo
 }
 
+// internalTopics are Kafka's internal topics (Topic.INTERNAL_TOPICS): the group coordinator's
+// __consumer_offsets, and __transaction_state and __share_group_state, which weir does not use
+// yet but treats the same way should they exist. Clients cannot write to them (Produce,
+// DeleteRecords), delete them, add partitions to them, or take compaction away from them; only
+// the broker's own coordinators append, through the replica manager (groups.go: offsetsLog),
+// never through the Produce handler. The rules and how they compare with Kafka: docs/cluster.md.
+var internalTopics = map[string]bool{
+	"__consumer_offsets":  true,
+	"__transaction_state": true,
+	"__share_group_state": true,
+}
+
+// isInternalTopic reports whether name is one of Kafka's internal topics.
+func isInternalTopic(name string) bool { return internalTopics[name] }
+
 // topicStore reads topics from the controller's metadata image (replication.Controller): the
 // replicated metadata log, of which a single broker is a one-node quorum. Writes go through the
 // controller (cluster.go).

@@ -36,6 +36,9 @@ func eachRecord(b []byte, fn func(key, value []byte) error) error {
 	if err != nil {
 		return err
 	}
+	if h.Size() < record.HeaderSize { // a negative or short batch length (found by FuzzOffsetsRecord)
+		return fmt.Errorf("batch at %d: batch length %d", h.BaseOffset, h.BatchLength)
+	}
 	if int64(len(b)) < h.Size() {
 		return fmt.Errorf("batch at %d: %d bytes of %d", h.BaseOffset, len(b), h.Size())
 	}

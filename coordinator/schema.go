@@ -145,7 +145,9 @@ func parseOffsetValue(b []byte) (offsetValue, error) {
 	}
 	v.CommitTimestamp = r.Int64()
 	if ver == 1 {
-		v.ExpireTimestamp = r.Int64()
+		// Any negative expire timestamp means none, as -1 does (FuzzOffsetsRecord: a forged
+		// -5 must not survive as a different value than the one re-encoded).
+		v.ExpireTimestamp = max(-1, r.Int64())
 	}
 	if flexible {
 		skipTags(&r)

@@ -52,4 +52,10 @@
 // .kafka_cleanshutdown marker. With the marker present nothing is scanned at start; without it,
 // segments from the one holding the recovery point on are recovered (CRC-checked, torn tails
 // truncated, indexes rebuilt) and later segments after a truncation are deleted.
+//
+// DeleteLog renames a partition directory to "<topic>-<partition>.<32 hex>-delete" (the topic cut
+// so the name fits in 255 bytes, as Kafka's LocalLog does) and removes it; a failed removal is
+// retried by the retention loop and reported by DeleteFailed; "-delete" directories are removed
+// at open; CreateLog removes a leftover directory in its way; MoveAsideLog renames a stray log
+// "-stray" (deletedir.go).
 package engine

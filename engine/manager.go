@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -87,6 +84,11 @@ type Manager struct {
 
 	// cleaner is the compaction state (cleaner_manager.go).
 	cleaner cleanerPool
+
+	// pendingMu guards pending: partition directories whose removal failed, by path, retried by
+	// the retention loop (deletedir.go).
+	pendingMu sync.Mutex
+	pending   map[string]*pendingDelete
 }
 
 // OpenManager opens every <topic>-<partition> directory of every log dir.
@@ -208,7 +210,7 @@ func (m *Manager) loadDir(d *dirState) error {
 		}
 		if tp, ok := ParsePartitionDir(e.Name()); ok {
 			work <- tp
-		} else if filepath.Ext(e.Name()) != "" && len(e.Name()) > 7 && e.Name()[len(e.Name())-7:] == "-delete" {
+		} else if isDeleteDir(e.Name()) {
 			_ = os.RemoveAll(filepath.Join(d.Path, e.Name()))
 		}
 	}
@@ -304,6 +306,19 @@ func (m *Manager) CreateLog(tp TopicPartition, topicID [16]byte) (*Log, error) {
 	if d == nil {
 		return nil, fmt.Errorf("create log %s: every log dir is offline: %w", tp, m.dirs[0].Err())
 	}
+	// A directory left there (a deleted log whose removal failed) holds another topic's records:
+	// remove it first, and never open it as the new log.
+	for _, cand := range m.dirs {
+		old := filepath.Join(cand.Path, tp.String())
+		if _, err := m.fsys.Stat(old); err == nil {
+			if err := m.removeLogDir(cand, tp, old); err != nil {
+				return nil, fmt.Errorf("create log %s: a directory of a deleted log is in the way: %w", tp, err)
+			}
+			m.pendingMu.Lock()
+			delete(m.pending, old)
+			m.pendingMu.Unlock()
+		}
+	}
 	dir := filepath.Join(d.Path, tp.String())
 	l, err := OpenLog(OpenOptions{FS: m.fsys, LogDir: d.LogDir, Dir: dir, Topic: tp.Topic, Partition: tp.Partition, Config: m.configFor(tp.Topic), CleanShutdown: true})
 	if err != nil {
@@ -323,8 +338,10 @@ func (m *Manager) CreateLog(tp TopicPartition, topicID [16]byte) (*Log, error) {
 	return l, nil
 }
 
-// DeleteLog closes tp's log and removes its directory: renamed to <dir>.<random>-delete first (so
-// a crash midway never resurrects it), then removed.
+// DeleteLog closes tp's log and removes its directory: renamed to a "-delete" name first (so a
+// crash midway never resurrects it; the name fits in 255 bytes whatever the topic's length),
+// then removed (deletedir.go). A failed removal is returned, and retried until it succeeds
+// (DeleteFailed reports it meanwhile).
 func (m *Manager) DeleteLog(tp TopicPartition) error {
 	m.mu.Lock()
 	l, ok := m.logs[tp]
@@ -339,17 +356,9 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 	if err := l.Close(); err != nil {
 		slog.Warn("close deleted log", "partition", tp, "err", err)
 	}
-	var suffix [8]byte
-	_, _ = rand.Read(suffix[:])
-	doomed := l.Dir() + "." + hex.EncodeToString(suffix[:]) + "-delete"
-	if err := m.fsys.Rename(l.Dir(), doomed); err != nil {
-		return fmt.Errorf("delete log %s: %w", tp, err)
-	}
-	if err := m.fsys.SyncDir(d.Path); err != nil {
-		return d.Fail(err)
-	}
-	if err := os.RemoveAll(doomed); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("delete log %s: %w", tp, err)
+	if err := m.removeLogDir(d, tp, l.Dir()); err != nil {
+		m.notePendingDelete(d, tp, l.Dir(), err)
+		return err
 	}
 	return nil
 }
@@ -438,6 +447,7 @@ func (m *Manager) startLoops() {
 		}()
 	}
 	loop(m.cfg.RetentionCheckInterval, func() {
+		m.retryDeletes()
 		if n, err := m.RunRetention(); err != nil {
 			slog.Error("retention", "err", err)
 		} else if n > 0 {
