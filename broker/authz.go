@@ -27,7 +27,7 @@ import (
 )
 
 // aclRecordKind is the kind of the ACL bindings among the image's records.
-const aclRecordKind = "acl"
+const aclRecordKind = replication.RecordKindACL
 
 // authzState is the broker's authorizer state; its zero value is ready (the configuration is
 // read on first use: the authorizer keys are static).

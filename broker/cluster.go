@@ -289,7 +289,7 @@ func (b *Broker) replicaAddr(id int32) (string, bool) {
 // deletedTopicKind is the metadata record kind of deleted topics' tombstones: key the topic id
 // in hex, value the name. They are kept (a few dozen bytes per deleted topic) so that a
 // partition directory of a deleted topic is recognised whenever it shows up.
-const deletedTopicKind = "deleted-topic"
+const deletedTopicKind = replication.RecordKindDeletedTopic
 
 // removeStrayLogs runs at start, before adoptOrphanLogs: a partition log whose topic id
 // (partition.metadata) is not in the metadata image is a stray. It is deleted when the topic

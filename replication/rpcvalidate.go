@@ -26,13 +26,16 @@ import (
 )
 
 // Record kinds that put_records may carry: what brokers write (ACL bindings, SCRAM
-// credentials; broker/authz.go and broker/scram.go).
+// credentials, the cluster's SASL secret that derives unknown users' salts, tombstones of
+// deleted topic ids; broker/authz.go, broker/scram.go, broker/cluster.go).
 const (
-	RecordKindACL   = "acl"
-	RecordKindSCRAM = "scram"
+	RecordKindACL          = "acl"
+	RecordKindSCRAM        = "scram"
+	RecordKindSASLSecret   = "sasl"
+	RecordKindDeletedTopic = "deleted-topic"
 )
 
-var allowedRecordKinds = []string{RecordKindACL, RecordKindSCRAM}
+var allowedRecordKinds = []string{RecordKindACL, RecordKindSCRAM, RecordKindSASLSecret, RecordKindDeletedTopic}
 
 // opFrameLimit is the largest frame each operation may arrive in.
 var opFrameLimit = map[string]int{
@@ -225,7 +228,7 @@ func validateRequest(req *request) error {
 			ok = ok || req.Kind == k
 		}
 		if !ok {
-			return bad("record kind %q is not one brokers write (acl, scram)", req.Kind)
+			return bad("record kind %q is not one brokers write (acl, scram, sasl, deleted-topic)", req.Kind)
 		}
 		if len(req.Puts)+len(req.Deletes) > maxRecordChanges {
 			return bad("%d record changes, at most %d", len(req.Puts)+len(req.Deletes), maxRecordChanges)
