@@ -162,7 +162,8 @@ func fakeRegistry(ts *testServer) *Registry {
 		if req.Acks == 0 {
 			return Reply{None: true}
 		}
-		return Reply{Response: resp}
+		// A topic named "noalias" marks the reply as keeping nothing of the request's bytes.
+		return Reply{Response: resp, NoAlias: len(req.Topics) > 0 && req.Topics[0].Topic == "noalias"}
 	}})
 	reg.Register(API{Key: 1, MinVersion: 4, MaxVersion: 17, Handle: func(r *Request) Reply {
 		if f := ts.bodyFor.Load(); f != nil {
@@ -184,6 +185,8 @@ func fakeRegistry(ts *testServer) *Registry {
 //	park           a Deferred reply that waits (a minute at most) for the connection to stop
 //	               reading, as a long poll does
 //	block          a Deferred reply that waits until the test closes ts.block
+//	hold           the handler itself waits until the test closes ts.block (a request being
+//	               handled: it holds a queued.max.requests slot)
 //
 // Every answer echoes the request's topic names and carries its correlation id as its one
 // broker's node id, so the client can match replies to requests.
@@ -240,6 +243,13 @@ func metadataScript(ts *testServer, r *Request) Reply {
 			}
 			return Reply{Response: resp}
 		}}
+	case "hold":
+		select {
+		case ts.blocked <- struct{}{}:
+		default:
+		}
+		<-ts.block
+		return Reply{Response: resp}
 	case "block":
 		select {
 		case ts.blocked <- struct{}{}:

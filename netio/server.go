@@ -22,8 +22,20 @@ type Config struct {
 	// request arrives for this long, or when writing one reply takes longer (the client stopped
 	// reading).
 	IdleTimeout time.Duration
-	// MaxInFlight is how many requests of one connection may be outstanding (default 64).
+	// MaxInFlight is how many requests of one connection may be read and not yet answered
+	// (default 64); at the limit the connection is muted (nothing is read from it).
 	MaxInFlight int
+	// MaxConnectionBytes bounds the bytes of one connection's request frames read (or being
+	// read) and not yet released (budget.go): a frame that would pass it waits, the connection
+	// muted, unless the connection holds nothing else (default: the larger of MaxRequestBytes
+	// and 8 MiB: Kafka holds one request per connection, weir pipelines within that much).
+	MaxConnectionBytes int64
+	// MaxQueuedBytes is queued.max.request.bytes: the bytes of request frames held over every
+	// connection; a reader waits (muted) for room (0 or negative: unbounded).
+	MaxQueuedBytes int64
+	// MaxQueuedRequests is queued.max.requests: requests read and not yet handled over every
+	// connection (default 500, Kafka's).
+	MaxQueuedRequests int
 	// Observer, when set, is told about every answered request (metrics).
 	Observer Observer
 	// MaxUnauthenticatedBytes bounds request frames on a RequireAuth listener until the
@@ -52,6 +64,12 @@ func (c *Config) fill() {
 	}
 	if c.MaxUnauthenticatedBytes <= 0 {
 		c.MaxUnauthenticatedBytes = 512 << 10
+	}
+	if c.MaxConnectionBytes <= 0 {
+		c.MaxConnectionBytes = max(int64(c.MaxRequestBytes), 8<<20)
+	}
+	if c.MaxQueuedRequests <= 0 {
+		c.MaxQueuedRequests = 500
 	}
 }
 
@@ -99,12 +117,18 @@ type Server struct {
 	connCount atomic.Int64
 	// panics counts recovered handler panics (HandlerPanics).
 	panics atomic.Int64
+	// budget bounds the bytes of request frames held over every connection (nil: unbounded);
+	// slots holds one value per request being handled (queued.max.requests).
+	budget *budget
+	slots  chan struct{}
+	st     stats
 }
 
 // NewServer returns a server using reg.
 func NewServer(cfg Config, reg *Registry) *Server {
 	cfg.fill()
-	return &Server{cfg: cfg, reg: reg, conns: map[*conn]struct{}{}}
+	return &Server{cfg: cfg, reg: reg, conns: map[*conn]struct{}{}, budget: newBudget(cfg.MaxQueuedBytes),
+		slots: make(chan struct{}, cfg.MaxQueuedRequests)}
 }
 
 // Serve starts accepting on l (in the background).
