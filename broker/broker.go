@@ -76,13 +76,16 @@ func New(cfg *Config) (*Broker, error) {
 	if len(dirs) == 0 {
 		return nil, errors.New("no log dirs configured")
 	}
+	limits, err := readNetLimits(cfg)
+	if err != nil {
+		return nil, err
+	}
 	b := &Broker{cfg: cfg, nodeID: cfg.NodeID()}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("log dir %s: %w", d, err)
 		}
 	}
-	var err error
 	if b.clusterID, err = loadMetaProperties(dirs, b.nodeID, cfg.str("cluster.id")); err != nil {
 		return nil, err
 	}
@@ -139,13 +142,15 @@ func New(cfg *Config) (*Broker, error) {
 			Handle: func(r *netio.Request) netio.Reply { return d.handle(b, r) }})
 	}
 	b.sec.scram.init(b)
-	b.server = netio.NewServer(netio.Config{
+	ncfg := netio.Config{
 		MaxUnauthenticatedBytes: int32(cfg.int64("sasl.server.max.receive.size")),
 		MaxRequestBytes:         int32(cfg.int64("socket.request.max.bytes")),
 		MaxConnections:          int(cfg.int64("max.connections")),
 		IdleTimeout:             cfg.duration("connections.max.idle.ms"),
 		Observer:                b.obs.reg,
-	}, b.registry)
+	}
+	limits.applyTo(&ncfg)
+	b.server = netio.NewServer(ncfg, b.registry)
 	b.obs.built.Store(true)
 	return b, nil
 }

@@ -138,7 +138,7 @@ func (c *conn) readLoop() {
 		if !c.admit(n) {
 			return
 		}
-		frame := bytebufferpool.Get()
+		frame := c.srv.getFrame(int(size))
 		if err := readFrame(c.nc, frame, int(size)); err != nil {
 			c.done(frame, n)
 			c.logReadErr(err)
@@ -249,7 +249,7 @@ func (s *Server) putSlot() { <-s.slots }
 
 // releaseFrame returns a frame of n counted bytes to the pool and its bytes to the bounds.
 func (c *conn) releaseFrame(frame *bytebufferpool.ByteBuffer, n int64) {
-	bytebufferpool.Put(frame)
+	c.srv.putFrame(frame)
 	c.holdMu.Lock()
 	c.heldBytes -= n
 	c.holdMu.Unlock()
@@ -262,7 +262,7 @@ func (c *conn) releaseFrame(frame *bytebufferpool.ByteBuffer, n int64) {
 // longer counts as in flight.
 func (c *conn) done(frame *bytebufferpool.ByteBuffer, n int64) {
 	if frame != nil {
-		bytebufferpool.Put(frame)
+		c.srv.putFrame(frame)
 		c.srv.budget.release(n)
 		c.srv.st.heldBytes.Add(-n)
 	} else {

@@ -121,14 +121,23 @@ type Server struct {
 	// slots holds one value per request being handled (queued.max.requests).
 	budget *budget
 	slots  chan struct{}
+	// frames keeps idle large frame buffers (framepool.go).
+	frames bigPool
 	st     stats
 }
 
 // NewServer returns a server using reg.
 func NewServer(cfg Config, reg *Registry) *Server {
 	cfg.fill()
-	return &Server{cfg: cfg, reg: reg, conns: map[*conn]struct{}{}, budget: newBudget(cfg.MaxQueuedBytes),
+	s := &Server{cfg: cfg, reg: reg, conns: map[*conn]struct{}{}, budget: newBudget(cfg.MaxQueuedBytes),
 		slots: make(chan struct{}, cfg.MaxQueuedRequests)}
+	// Idle large frames kept for reuse: enough for a pipelining producer per core to reuse its
+	// buffers, at most a quarter of the broker budget.
+	s.frames.limit = 64 << 20
+	if cfg.MaxQueuedBytes > 0 {
+		s.frames.limit = min(s.frames.limit, cfg.MaxQueuedBytes/4)
+	}
+	return s
 }
 
 // Serve starts accepting on l (in the background).

@@ -1,0 +1,247 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/record"
+)
+
+// vmRSS is the process's resident set size (/proc/self/status VmRSS), 0 if unknown.
+func vmRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// memPeak samples the heap in use and the RSS until stop is called, and returns the peaks.
+type memPeak struct {
+	heap, rss, held atomic.Int64
+	stop            chan struct{}
+	done            chan struct{}
+}
+
+func sampleMemory(b *Broker) *memPeak {
+	m := &memPeak{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		var ms runtime.MemStats
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			runtime.ReadMemStats(&ms)
+			m.heap.Store(max(m.heap.Load(), int64(ms.HeapInuse)))
+			m.rss.Store(max(m.rss.Load(), vmRSS()))
+			m.held.Store(max(m.held.Load(), b.server.Stats().HeldBytes))
+			select {
+			case <-m.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return m
+}
+
+func (m *memPeak) end() { close(m.stop); <-m.done }
+
+// setCorr rewrites the correlation id of an encoded request frame (size, key, version, corr).
+func setCorr(frame []byte, corr int32) { binary.BigEndian.PutUint32(frame[8:], uint32(corr)) }
+
+// TestMemoryBoundUnderPipelinedAttack: connections each pipeline large produces and large
+// requests behind a fetch parked on an empty partition (the attack that pinned GiBs: every
+// request read is held until the fetch answers). The broker's heap and RSS stay within
+// queued.max.request.bytes plus a margin while it lasts, the bytes held never pass the bound,
+// another client is served meanwhile, and afterwards every request is answered correctly.
+func TestMemoryBoundUnderPipelinedAttack(t *testing.T) {
+	const (
+		conns       = 8
+		produces    = 16
+		batchBytes  = 4 << 20
+		bigRequests = 2        // ApiVersions with a 3 MiB client software name: held until written
+		bigBytes    = 3 << 20  //
+		budget      = 24 << 20 // queued.max.request.bytes
+		park        = 4 * time.Second
+	)
+	b := startBroker(t, map[string]string{
+		"socket.request.max.bytes":  strconv.Itoa(5 << 20),
+		"message.max.bytes":         strconv.Itoa(5 << 20),
+		"queued.max.request.bytes":  strconv.Itoa(budget),
+		"auto.create.topics.enable": "false",
+	})
+	wireCreateTopics(t, b, 7, wireTopic("attack", conns), wireTopic("empty", 1), wireTopic("other", 1))
+
+	batch := record.Build(nil, record.BuildOptions{ProducerID: -1}, []record.Record{{Value: bytes.Repeat([]byte("x"), batchBytes-200)}})
+	formatter := kmsg.NewRequestFormatter(kmsg.FormatterClientID("attacker"))
+	// The frames are encoded once and shared (read-only) by the attackers: each write sends
+	// its own copy of the 12-byte head (size, key, version, correlation id) and the shared tail,
+	// so the test's own memory does not hide the broker's.
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(11)
+	fetch.ReplicaID, fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes, fetch.SessionEpoch = -1, int32(park/time.Millisecond), 1<<20, 1<<20, -1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "empty"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes, fp.CurrentLeaderEpoch, fp.LogStartOffset = 1<<20, -1, -1
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	produce := wireProduce(wirePart{topic: "attack", records: batch})
+	produce.Acks = 1
+	produce.SetVersion(9)
+	big := kmsg.NewPtrApiVersionsRequest()
+	big.SetVersion(3)
+	big.ClientSoftwareName = strings.Repeat("a", bigBytes)
+	big.ClientSoftwareVersion = "1"
+	fetchFrame, produceFrame, bigFrame := formatter.AppendRequest(nil, fetch, 0), formatter.AppendRequest(nil, produce, 0), formatter.AppendRequest(nil, big, 0)
+	var ws []*wireConn
+	for i := 0; i < conns; i++ {
+		ws = append(ws, dialWire(t, b.Addr()))
+	}
+	bystander := newKgo(t, b.Addr(), kgo.DefaultProduceTopic("other"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err := bystander.ProduceSync(context.Background(), kgo.StringRecord("warm-up")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	baseHeap, baseRSS := int64(ms.HeapInuse), vmRSS()
+	peak := sampleMemory(b)
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*conns)
+	for i, w := range ws {
+		wg.Add(2)
+		go func() { // the attacker: everything pipelined, nothing waits for an answer
+			defer wg.Done()
+			corr := int32(0)
+			var head [12]byte
+			send := func(frame []byte) error {
+				corr++
+				copy(head[:], frame)
+				setCorr(head[:], corr)
+				_ = w.conn.SetWriteDeadline(time.Now().Add(15 * time.Second))
+				bufs := net.Buffers{head[:], frame[12:]}
+				_, err := bufs.WriteTo(w.conn)
+				return err
+			}
+			err := send(fetchFrame)
+			for j := 0; j < produces && err == nil; j++ {
+				err = send(produceFrame)
+			}
+			for j := 0; j < bigRequests && err == nil; j++ {
+				err = send(bigFrame)
+			}
+			if err != nil {
+				errs <- fmt.Errorf("attacker %d: write: %w", i, err)
+			}
+		}()
+		go func() { // its answers, in order
+			defer wg.Done()
+			check := func(corr int32, resp kmsg.Response) error {
+				frame, err := w.readFrame(15 * time.Second)
+				if err != nil {
+					return fmt.Errorf("response %d: %w", corr, err)
+				}
+				if got := int32(binary.BigEndian.Uint32(frame)); got != corr {
+					return fmt.Errorf("correlation id %d, want %d", got, corr)
+				}
+				body := frame[4:]
+				if resp.IsFlexible() && resp.Key() != 18 {
+					body = body[1:]
+				}
+				return resp.ReadFrom(body)
+			}
+			corr := int32(1)
+			fr := kmsg.NewPtrFetchResponse()
+			fr.SetVersion(11)
+			if err := check(corr, fr); err != nil || fr.ErrorCode != 0 || len(fr.Topics) != 1 || fr.Topics[0].Partitions[0].ErrorCode != 0 {
+				errs <- fmt.Errorf("attacker %d: fetch: %v %+v", i, err, fr)
+				return
+			}
+			if waited := time.Since(start); waited < park-time.Second {
+				errs <- fmt.Errorf("attacker %d: the fetch was answered after %v, before its max wait", i, waited)
+				return
+			}
+			last := int64(-1)
+			for j := 0; j < produces; j++ {
+				corr++
+				pr := kmsg.NewPtrProduceResponse()
+				pr.SetVersion(9)
+				if err := check(corr, pr); err != nil || pr.Topics[0].Partitions[0].ErrorCode != 0 || pr.Topics[0].Partitions[0].BaseOffset <= last {
+					errs <- fmt.Errorf("attacker %d: produce %d: %v %+v", i, j, err, pr)
+					return
+				}
+				last = pr.Topics[0].Partitions[0].BaseOffset
+			}
+			for j := 0; j < bigRequests; j++ {
+				corr++
+				av := kmsg.NewPtrApiVersionsResponse()
+				av.SetVersion(3)
+				if err := check(corr, av); err != nil || av.ErrorCode != 0 || len(av.ApiKeys) == 0 {
+					errs <- fmt.Errorf("attacker %d: ApiVersions %d: %v", i, j, err)
+					return
+				}
+			}
+		}()
+	}
+	// Meanwhile another client is served: its produce is acknowledged (durably) while every
+	// attacker waits behind its parked fetch.
+	time.Sleep(park / 4)
+	ctx, cancel := context.WithTimeout(context.Background(), park/2)
+	t0 := time.Now()
+	err := bystander.ProduceSync(ctx, kgo.StringRecord("served meanwhile")).FirstErr()
+	cancel()
+	if err != nil {
+		t.Fatalf("another client was not served during the attack: %v", err)
+	}
+	served := time.Since(t0)
+	st := b.server.Stats()
+	wg.Wait()
+	took := time.Since(start)
+	peak.end()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	heap, rss := peak.heap.Load()-baseHeap, peak.rss.Load()-baseRSS
+	t.Logf("heap in use before the attack: %.1f MiB", float64(baseHeap)/(1<<20))
+	t.Logf("%d connections x (%d produces of %d MiB + %d requests of %d MiB) behind a %v parked fetch, queued.max.request.bytes %d MiB: peak held %.1f MiB, heap in use +%.1f MiB, RSS +%.1f MiB; during the attack %d connections muted, another client's produce took %v; all answered in %v",
+		conns, produces, batchBytes>>20, bigRequests, bigBytes>>20, park, budget>>20,
+		float64(peak.held.Load())/(1<<20), float64(heap)/(1<<20), float64(rss)/(1<<20), st.Muted, served.Round(time.Millisecond), took.Round(time.Millisecond))
+	if held := peak.held.Load(); held > budget+budget/16 {
+		t.Errorf("held %d bytes, over queued.max.request.bytes %d", held, budget)
+	}
+	// The frames held are bounded by the budget (and its small-frame reserve). The garbage
+	// collector lets the heap grow to twice what was live at its last cycle (GOGC=100): up to
+	// the budget again, plus the live heap of the test process before the attack; and a
+	// margin for the clients' own buffers.
+	if limit := 2*int64(budget+budget/16) + baseHeap + 16<<20; heap > limit || rss > limit {
+		t.Errorf("heap in use grew by %d bytes and RSS by %d during the attack; bound %d", heap, rss, limit)
+	}
+	if st.Muted == 0 {
+		t.Errorf("no connection was muted during the attack: %+v", st)
+	}
+}
