@@ -54,6 +54,9 @@ type Broker struct {
 	// interBroker is how followers connect to leaders: the inter-broker listener and its
 	// security (interbroker.go); zero outside a cluster.
 	interBroker replication.ClientSecurity
+	// interBrokerName is the inter-broker listener's name ("" outside a cluster): it does not
+	// wait for max.connections.
+	interBrokerName string
 }
 
 // apiDef is an API handler registered by one file per API key (in its init()).
@@ -145,7 +148,6 @@ func New(cfg *Config) (*Broker, error) {
 	ncfg := netio.Config{
 		MaxUnauthenticatedBytes: int32(cfg.int64("sasl.server.max.receive.size")),
 		MaxRequestBytes:         int32(cfg.int64("socket.request.max.bytes")),
-		MaxConnections:          int(cfg.int64("max.connections")),
 		IdleTimeout:             cfg.duration("connections.max.idle.ms"),
 		Observer:                b.obs.reg,
 	}
@@ -189,8 +191,13 @@ func (b *Broker) bind() error {
 			b.closeListeners()
 			return fmt.Errorf("listen %s://%s: %w", spec.Name, spec.Addr(), err)
 		}
-		l := netio.Listener{Name: spec.Name, Listener: ln}
+		l := netio.Listener{Name: spec.Name, Listener: ln, InterBroker: spec.Name == b.interBrokerName}
 		b.sec.apply(&l)
+		if l.MaxConnections, err = listenerMaxConnections(b.cfg, spec.Name); err != nil {
+			ln.Close()
+			b.closeListeners()
+			return err
+		}
 		b.mu.Lock()
 		b.bound = append(b.bound, l)
 		b.mu.Unlock()

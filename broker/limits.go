@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -20,6 +21,9 @@ type netLimits struct {
 	maxQueuedRequests  int
 	maxQueuedBytes     int64
 	maxConnectionBytes int64
+	maxConnections     int
+	maxPerIP           int
+	perIPOverrides     map[string]int
 }
 
 // readNetLimits reads and checks the bounds; a bad value stops the start naming its key.
@@ -51,6 +55,16 @@ func readNetLimits(cfg *Config) (netLimits, error) {
 	default:
 		l.maxConnectionBytes = max(maxReq, 8<<20) // netio's default, stated here for the log
 	}
+	if l.maxConnections = int(cfg.int64("max.connections")); l.maxConnections < 0 {
+		return l, fmt.Errorf("max.connections: %d must not be negative", l.maxConnections)
+	}
+	if l.maxPerIP = int(cfg.int64("max.connections.per.ip")); l.maxPerIP < 0 {
+		return l, fmt.Errorf("max.connections.per.ip: %d must not be negative", l.maxPerIP)
+	}
+	var err error
+	if l.perIPOverrides, err = parsePerIPOverrides(cfg.str("max.connections.per.ip.overrides")); err != nil {
+		return l, fmt.Errorf("max.connections.per.ip.overrides: %w", err)
+	}
 	slog.Info("request memory bounds", "queued.max.request.bytes", l.maxQueuedBytes,
 		"queued.max.request.bytes.per.connection", l.maxConnectionBytes, "queued.max.requests", l.maxQueuedRequests)
 	return l, nil
@@ -61,6 +75,60 @@ func (l netLimits) applyTo(nc *netio.Config) {
 	nc.MaxQueuedRequests = l.maxQueuedRequests
 	nc.MaxQueuedBytes = l.maxQueuedBytes
 	nc.MaxConnectionBytes = l.maxConnectionBytes
+	nc.MaxConnections = l.maxConnections
+	nc.MaxConnectionsPerIP = l.maxPerIP
+	nc.ConnectionsPerIPOverrides = l.perIPOverrides
+}
+
+// parsePerIPOverrides parses max.connections.per.ip.overrides: host:count or ip:count,
+// comma-separated (the count after the last colon, so IPv6 addresses work). A hostname is
+// resolved now and its limit applies to each of its addresses, as Kafka resolves it when the
+// configuration is read.
+func parsePerIPOverrides(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.LastIndex(item, ":")
+		if i <= 0 {
+			return nil, fmt.Errorf("%q: want host:count", item)
+		}
+		host := strings.Trim(strings.TrimSpace(item[:i]), "[]")
+		n, err := strconv.Atoi(strings.TrimSpace(item[i+1:]))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q: the count must be a non-negative integer", item)
+		}
+		if ip := net.ParseIP(host); ip != nil {
+			out[ip.String()] = n
+			continue
+		}
+		addrs, err := net.LookupHost(host)
+		if err != nil {
+			return nil, fmt.Errorf("%q: resolve %s: %w", item, host, err)
+		}
+		for _, a := range addrs {
+			if ip := net.ParseIP(a); ip != nil {
+				out[ip.String()] = n
+			}
+		}
+	}
+	return out, nil
+}
+
+// listenerMaxConnections is listener.name.<listener>.max.connections (0: not set).
+func listenerMaxConnections(cfg *Config, listener string) (int, error) {
+	key := "listener.name." + strings.ToLower(listener) + ".max.connections"
+	v, src := cfg.Get(key)
+	if src == "" || src == "DEFAULT_CONFIG" || v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s: %q is not a non-negative int", key, v)
+	}
+	return n, nil
 }
 
 // memoryLimit is the memory the process may use: the cgroup's limit (v2 memory.max, v1

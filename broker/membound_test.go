@@ -245,3 +245,66 @@ func TestMemoryBoundUnderPipelinedAttack(t *testing.T) {
 		t.Errorf("no connection was muted during the attack: %+v", st)
 	}
 }
+
+// TestConnectionLimits: max.connections.per.ip (127.0.0.1 is one address) closes a connection
+// over the limit at once, max.connections.per.ip.overrides (a hostname, resolved at start)
+// raises it for an address, and max.connections makes the listener stop accepting until a
+// connection closes (Kafka's semantics); the refusals show in the metrics.
+func TestConnectionLimits(t *testing.T) {
+	apiVersions := func(w *wireConn) {
+		t.Helper()
+		if av := wireRoundTrip[*kmsg.ApiVersionsResponse](w, kmsg.NewPtrApiVersionsRequest(), 3); av.ErrorCode != 0 {
+			t.Fatalf("ApiVersions: %+v", av)
+		}
+	}
+	t.Run("per-ip", func(t *testing.T) {
+		b := startBroker(t, map[string]string{"max.connections.per.ip": "1", "max.connections.per.ip.overrides": "localhost:3", "metrics.listener": "127.0.0.1:0"})
+		var open []*wireConn
+		for i := 0; i < 3; i++ {
+			w := dialWire(t, b.Addr())
+			apiVersions(w)
+			open = append(open, w)
+		}
+		over := dialWire(t, b.Addr())
+		over.send(kmsg.NewPtrApiVersionsRequest(), 3)
+		over.expectClosed()
+		if v := scrape(t, b).must(t, "weir_connections_refused_total", "limit", "max.connections.per.ip"); v != 1 {
+			t.Fatalf("weir_connections_refused_total{limit=max.connections.per.ip} = %v, want 1", v)
+		}
+		open[0].conn.Close()
+		deadline := time.Now().Add(5 * time.Second)
+		for b.server.ConnectionCount() > 2 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		apiVersions(dialWire(t, b.Addr()))
+		apiVersions(open[1])
+	})
+	t.Run("max.connections", func(t *testing.T) {
+		b := startBroker(t, map[string]string{"max.connections": "2"})
+		first, second := dialWire(t, b.Addr()), dialWire(t, b.Addr())
+		apiVersions(first)
+		apiVersions(second)
+		waiting := dialWire(t, b.Addr())
+		corr := waiting.send(kmsg.NewPtrApiVersionsRequest(), 3)
+		if _, err := waiting.readFrame(300 * time.Millisecond); err == nil {
+			t.Fatal("a connection over max.connections was served")
+		}
+		first.conn.Close()
+		resp := kmsg.NewPtrApiVersionsResponse()
+		resp.SetVersion(3)
+		waiting.recv(corr, resp)
+		apiVersions(second)
+	})
+	t.Run("bad values", func(t *testing.T) {
+		for k, v := range map[string]string{"max.connections.per.ip.overrides": "127.0.0.1:x", "queued.max.requests": "0",
+			"queued.max.request.bytes": "-2", "listener.name.plaintext.max.connections": "-1"} {
+			cfg, err := NewConfig(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": t.TempDir(), k: v})
+			if err == nil {
+				_, err = New(cfg)
+			}
+			if err == nil || !strings.Contains(err.Error(), k) {
+				t.Errorf("%s=%s: %v, want an error naming the key", k, v, err)
+			}
+		}
+	})
+}

@@ -129,10 +129,10 @@ type Stats struct {
 	// bound, broker budget or queued.max.requests); MutedTotal counts every such wait so far.
 	Muted      int64
 	MutedTotal int64
-	// Refused counts connections closed at accept, by reason: "max.connections.per.ip",
-	// "max.connection.creation.rate"; WaitingAccept is the number of listeners whose accept
-	// loop waits now for a connection slot (max.connections, listener max.connections).
-	Refused       map[string]int64
+	// RefusedPerIP counts connections closed at accept by max.connections.per.ip;
+	// WaitingAccept is the number of listeners whose accept loop waits now for a connection
+	// slot (max.connections, listener max.connections).
+	RefusedPerIP  int64
 	WaitingAccept int64
 }
 
@@ -143,22 +143,18 @@ type stats struct {
 	muted         atomic.Int64
 	mutedTotal    atomic.Int64
 	refusedPerIP  atomic.Int64
-	refusedRate   atomic.Int64
 	waitingAccept atomic.Int64
 }
 
 // Stats returns the current figures.
 func (s *Server) Stats() Stats {
 	return Stats{
-		Connections:  s.connCount.Load(),
-		HeldBytes:    s.st.heldBytes.Load(),
-		HeldRequests: s.st.heldRequests.Load(),
-		Muted:        s.st.muted.Load(),
-		MutedTotal:   s.st.mutedTotal.Load(),
-		Refused: map[string]int64{
-			"max.connections.per.ip":       s.st.refusedPerIP.Load(),
-			"max.connection.creation.rate": s.st.refusedRate.Load(),
-		},
+		Connections:   s.connCount.Load(),
+		HeldBytes:     s.st.heldBytes.Load(),
+		HeldRequests:  s.st.heldRequests.Load(),
+		Muted:         s.st.muted.Load(),
+		MutedTotal:    s.st.mutedTotal.Load(),
+		RefusedPerIP:  s.st.refusedPerIP.Load(),
 		WaitingAccept: s.st.waitingAccept.Load(),
 	}
 }
