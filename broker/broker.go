@@ -193,7 +193,7 @@ func (b *Broker) bind() error {
 		}
 		l := netio.Listener{Name: spec.Name, Listener: ln, InterBroker: spec.Name == b.interBrokerName}
 		b.sec.apply(&l)
-		if l.MaxConnections, err = listenerMaxConnections(b.cfg, spec.Name); err != nil {
+		if err := listenerLimits(b.cfg, &l); err != nil {
 			ln.Close()
 			b.closeListeners()
 			return err

@@ -24,6 +24,7 @@ type netLimits struct {
 	maxConnections     int
 	maxPerIP           int
 	perIPOverrides     map[string]int
+	creationRate       int
 }
 
 // readNetLimits reads and checks the bounds; a bad value stops the start naming its key.
@@ -61,6 +62,9 @@ func readNetLimits(cfg *Config) (netLimits, error) {
 	if l.maxPerIP = int(cfg.int64("max.connections.per.ip")); l.maxPerIP < 0 {
 		return l, fmt.Errorf("max.connections.per.ip: %d must not be negative", l.maxPerIP)
 	}
+	if l.creationRate = int(cfg.int64("max.connection.creation.rate")); l.creationRate < 0 {
+		return l, fmt.Errorf("max.connection.creation.rate: %d must not be negative", l.creationRate)
+	}
 	var err error
 	if l.perIPOverrides, err = parsePerIPOverrides(cfg.str("max.connections.per.ip.overrides")); err != nil {
 		return l, fmt.Errorf("max.connections.per.ip.overrides: %w", err)
@@ -78,6 +82,7 @@ func (l netLimits) applyTo(nc *netio.Config) {
 	nc.MaxConnections = l.maxConnections
 	nc.MaxConnectionsPerIP = l.maxPerIP
 	nc.ConnectionsPerIPOverrides = l.perIPOverrides
+	nc.MaxConnectionCreationRate = l.creationRate
 }
 
 // parsePerIPOverrides parses max.connections.per.ip.overrides: host:count or ip:count,
@@ -117,9 +122,19 @@ func parsePerIPOverrides(v string) (map[string]int, error) {
 	return out, nil
 }
 
-// listenerMaxConnections is listener.name.<listener>.max.connections (0: not set).
-func listenerMaxConnections(cfg *Config, listener string) (int, error) {
-	key := "listener.name." + strings.ToLower(listener) + ".max.connections"
+// listenerLimits sets l's own connection limits: listener.name.<listener>.max.connections and
+// .max.connection.creation.rate.
+func listenerLimits(cfg *Config, l *netio.Listener) (err error) {
+	if l.MaxConnections, err = listenerInt(cfg, l.Name, "max.connections"); err != nil {
+		return err
+	}
+	l.MaxConnectionCreationRate, err = listenerInt(cfg, l.Name, "max.connection.creation.rate")
+	return err
+}
+
+// listenerInt is the non-negative int listener.name.<listener>.<name> (0: not set).
+func listenerInt(cfg *Config, listener, name string) (int, error) {
+	key := "listener.name." + strings.ToLower(listener) + "." + name
 	v, src := cfg.Get(key)
 	if src == "" || src == "DEFAULT_CONFIG" || v == "" {
 		return 0, nil

@@ -295,9 +295,26 @@ func TestConnectionLimits(t *testing.T) {
 		waiting.recv(corr, resp)
 		apiVersions(second)
 	})
+	t.Run("creation rate", func(t *testing.T) {
+		const rate, n = 10, 15
+		b := startBroker(t, map[string]string{"max.connection.creation.rate": strconv.Itoa(rate), "metrics.listener": "127.0.0.1:0"})
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			w := dialWire(t, b.Addr())
+			apiVersions(w)
+			w.conn.Close()
+		}
+		if took := time.Since(start); took < (n-rate-1)*time.Second/rate {
+			t.Fatalf("%d connections in %v at max.connection.creation.rate %d", n, took, rate)
+		}
+		if v := scrape(t, b).must(t, "weir_connection_accepts_throttled_total"); v == 0 {
+			t.Fatal("no accept throttled")
+		}
+	})
 	t.Run("bad values", func(t *testing.T) {
 		for k, v := range map[string]string{"max.connections.per.ip.overrides": "127.0.0.1:x", "queued.max.requests": "0",
-			"queued.max.request.bytes": "-2", "listener.name.plaintext.max.connections": "-1"} {
+			"queued.max.request.bytes": "-2", "listener.name.plaintext.max.connections": "-1",
+			"max.connection.creation.rate": "-1", "listener.name.plaintext.max.connection.creation.rate": "x"} {
 			cfg, err := NewConfig(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": t.TempDir(), k: v})
 			if err == nil {
 				_, err = New(cfg)

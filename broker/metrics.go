@@ -271,6 +271,7 @@ var (
 	descMuted         = prometheus.NewDesc("weir_connections_muted", "Connections whose reader waits for room now (queued.max.request.bytes[.per.connection], the in-flight limit or queued.max.requests) instead of reading.", nil, nil)
 	descMutes         = prometheus.NewDesc("weir_connection_mutes_total", "Times a connection's reader had to wait for room before reading a request.", nil, nil)
 	descRefused       = prometheus.NewDesc("weir_connections_refused_total", "Connections closed at accept, by the limit that refused them.", []string{"limit"}, nil)
+	descThrottled     = prometheus.NewDesc("weir_connection_accepts_throttled_total", "Accepts delayed by max.connection.creation.rate (broker-wide or a listener's).", nil, nil)
 	descAcceptBlocked = prometheus.NewDesc("weir_listeners_accept_blocked", "Listeners not accepting now because max.connections (or the listener's own max.connections) is reached.", nil, nil)
 	descLogDirOnline  = prometheus.NewDesc("weir_log_dir_online", "1 when the log dir is online, 0 after a write or fsync failure made it read-only (KAFKA_STORAGE_ERROR).", []string{"dir"}, nil)
 	descInfo          = prometheus.NewDesc("weir_broker_info", "Constant 1, labelled with this broker's version, node id and cluster id.", []string{"version", "node_id", "cluster_id"}, nil)
@@ -284,7 +285,7 @@ func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 		descReplicaLag, descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
 		descControllerActv, descControllerID, descBrokers, descGroups, descRebalStarted, descRebalDone,
 		descConnections, descPanics, descLogDirOnline, descInfo, descReady,
-		descHeldBytes, descHeldRequests, descMuted, descMutes, descRefused, descAcceptBlocked} {
+		descHeldBytes, descHeldRequests, descMuted, descMutes, descRefused, descAcceptBlocked, descThrottled} {
 		ch <- d
 	}
 }
@@ -411,6 +412,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descMutes, float64(ns.MutedTotal))
 	counter(descRefused, float64(ns.RefusedPerIP), "max.connections.per.ip")
 	gauge(descAcceptBlocked, float64(ns.WaitingAccept))
+	counter(descThrottled, float64(ns.Throttled))
 }
 
 // minISR is a topic's effective min.insync.replicas.

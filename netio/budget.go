@@ -134,6 +134,8 @@ type Stats struct {
 	// slot (max.connections, listener max.connections).
 	RefusedPerIP  int64
 	WaitingAccept int64
+	// Throttled counts accepts delayed by max.connection.creation.rate.
+	Throttled int64
 }
 
 // stats are the counters behind Stats.
@@ -143,6 +145,7 @@ type stats struct {
 	muted         atomic.Int64
 	mutedTotal    atomic.Int64
 	refusedPerIP  atomic.Int64
+	throttled     atomic.Int64
 	waitingAccept atomic.Int64
 }
 
@@ -156,5 +159,6 @@ func (s *Server) Stats() Stats {
 		MutedTotal:    s.st.mutedTotal.Load(),
 		RefusedPerIP:  s.st.refusedPerIP.Load(),
 		WaitingAccept: s.st.waitingAccept.Load(),
+		Throttled:     s.st.throttled.Load(),
 	}
 }

@@ -32,7 +32,8 @@
 // accept loop waits until one closes, as Kafka's acceptor does: new connections wait in the
 // kernel's backlog; an InterBroker listener does not wait for the broker-wide limit. A new
 // connection from an address that already has MaxConnectionsPerIP (or its
-// ConnectionsPerIPOverrides entry) is closed at once, as Kafka does.
+// ConnectionsPerIPOverrides entry) is closed at once, as Kafka does. MaxConnectionCreationRate
+// (and a Listener's own) spaces accepts after a burst of one second's worth (rate.go).
 //
 // A response is a queue of parts: encoded bytes and file slices. Bytes go out with writev
 // (net.Buffers), file slices with positional sendfile(2) from the segment file to the socket, so

@@ -280,3 +280,23 @@ func TestShutdownEndsParkedReplies(t *testing.T) {
 	c.recv(corr, resp)
 	c.expectClosed()
 }
+
+// TestMaxConnectionCreationRate: max.connection.creation.rate spaces accepts (after a burst of
+// one second's worth), as Kafka throttles its acceptor; every connection is still served.
+func TestMaxConnectionCreationRate(t *testing.T) {
+	const rate, n = 20, 30
+	ts := startServer(t, Config{MaxConnectionCreationRate: rate})
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		c := dial(t, ts.addr)
+		c.roundTrip(1, "rated")
+		c.conn.Close()
+	}
+	// 20 at once, then one every 50 ms.
+	if took := time.Since(start); took < (n-rate-1)*time.Second/rate {
+		t.Fatalf("%d connections in %v at max.connection.creation.rate %d", n, took, rate)
+	}
+	if st := ts.Stats(); st.Throttled == 0 {
+		t.Fatalf("no accept throttled: %+v", st)
+	}
+}

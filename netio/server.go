@@ -28,6 +28,10 @@ type Config struct {
 	// ConnectionsPerIPOverrides (max.connections.per.ip.overrides) are limits for particular
 	// addresses (net.IP.String() form) overriding MaxConnectionsPerIP.
 	ConnectionsPerIPOverrides map[string]int
+	// MaxConnectionCreationRate is max.connection.creation.rate (new connections a second over
+	// all listeners but an InterBroker one; 0: unlimited): faster, the accept loops wait, as
+	// Kafka's acceptor is throttled.
+	MaxConnectionCreationRate int
 	// IdleTimeout is connections.max.idle.ms (default 10 minutes): a connection closes when no
 	// request arrives for this long, or when writing one reply takes longer (the client stopped
 	// reading).
@@ -102,8 +106,12 @@ type Listener struct {
 	// 0: none): at the limit this listener stops accepting until one of its connections closes.
 	MaxConnections int
 	// InterBroker marks the listener followers fetch on: it does not wait for the broker-wide
-	// Config.MaxConnections (Kafka protects it likewise), only for its own MaxConnections.
+	// Config.MaxConnections and MaxConnectionCreationRate (Kafka protects it likewise), only
+	// for its own limits.
 	InterBroker bool
+	// MaxConnectionCreationRate is the listener's own max.connection.creation.rate
+	// (listener.name.<l>.max.connection.creation.rate; 0: none).
+	MaxConnectionCreationRate int
 }
 
 // PreAuthKeys are the API keys served on a RequireAuth listener before authentication:
@@ -147,7 +155,12 @@ type Server struct {
 	slots  chan struct{}
 	// frames keeps idle large frame buffers (framepool.go).
 	frames bigPool
-	st     stats
+	// rate is the broker-wide max.connection.creation.rate (nil: unlimited).
+	rate *rateGate
+	// stopping is closed when Shutdown begins.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
+	st           stats
 }
 
 // NewServer returns a server using reg.
@@ -155,7 +168,8 @@ func NewServer(cfg Config, reg *Registry) *Server {
 	cfg.fill()
 	s := &Server{cfg: cfg, reg: reg, conns: map[*conn]struct{}{}, perIP: map[string]int{}, perListener: map[string]int{},
 		budget: newBudget(cfg.MaxQueuedBytes),
-		slots:  make(chan struct{}, cfg.MaxQueuedRequests)}
+		slots:  make(chan struct{}, cfg.MaxQueuedRequests), rate: newRateGate(cfg.MaxConnectionCreationRate),
+		stopping: make(chan struct{})}
 	// Idle large frames kept for reuse: enough for a pipelining producer per core to reuse its
 	// buffers, at most a quarter of the broker budget.
 	s.frames.limit = 64 << 20
@@ -184,8 +198,9 @@ func (s *Server) HandlerPanics() int64 { return s.panics.Load() }
 func (s *Server) acceptLoop(l Listener) {
 	defer s.wg.Done()
 	var backoff time.Duration
+	own := newRateGate(l.MaxConnectionCreationRate)
 	for {
-		if !s.waitAcceptSlot(&l) {
+		if !s.waitAcceptSlot(&l) || !s.throttleAccept(&l, own) {
 			return
 		}
 		nc, err := l.Accept()
@@ -295,6 +310,29 @@ func (s *Server) waitAcceptSlot(l *Listener) bool {
 	return !s.closing
 }
 
+// throttleAccept waits as long as max.connection.creation.rate (the broker's, except on an
+// InterBroker listener, and the listener's own) says before the next accept. It returns false
+// once the server is shutting down.
+func (s *Server) throttleAccept(l *Listener, own *rateGate) bool {
+	now := time.Now()
+	wait := own.reserve(now)
+	if !l.InterBroker {
+		wait = max(wait, s.rate.reserve(now))
+	}
+	if wait <= 0 {
+		return true
+	}
+	s.st.throttled.Add(1)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.stopping:
+		return false
+	}
+}
+
 func (s *Server) wakeAcceptLocked() {
 	if s.acceptWake != nil {
 		close(s.acceptWake)
@@ -316,6 +354,7 @@ func (s *Server) logRefused(msg string, args ...any) {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
+	s.stoppingOnce.Do(func() { close(s.stopping) })
 	s.wakeAcceptLocked()
 	for _, l := range s.listeners {
 		l.Close()
