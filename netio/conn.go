@@ -402,11 +402,6 @@ const frameChunk = 1 << 20
 
 // readFrame reads a frame of size bytes into buf, growing it as the bytes arrive.
 func readFrame(r io.Reader, buf *bytebufferpool.ByteBuffer, size int) error {
-	if cap(buf.B) > 2*size+smallFrame {
-		// A pooled buffer much larger than this frame would be held, uncounted, as long as the
-		// request is: leave it to the garbage collector.
-		buf.B = nil
-	}
 	buf.B = buf.B[:0]
 	for len(buf.B) < size {
 		want := min(size, max(2*len(buf.B), frameChunk))

@@ -63,6 +63,12 @@ func (p *bigPool) put(b []byte) {
 // getFrame returns a frame buffer for a request of size bytes (its bytes not read yet).
 func (s *Server) getFrame(size int) *bytebufferpool.ByteBuffer {
 	f := bytebufferpool.Get()
+	if cap(f.B) > 2*size+smallFrame {
+		// A pooled buffer much larger than this frame would be held, uncounted, as long as the
+		// request is (a parked long poll): leave it in the pool for a larger frame.
+		bytebufferpool.Put(f)
+		f = new(bytebufferpool.ByteBuffer)
+	}
 	if size > bigFrame {
 		if b := s.frames.get(size); b != nil {
 			f.B = b

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/valyala/bytebufferpool"
 )
 
 // produceFrame is a Produce v9 frame for topic with one partition of n record bytes (the fake
@@ -236,5 +237,37 @@ func TestShutdownEndsMutedWait(t *testing.T) {
 	defer cancel()
 	if err := ts.Shutdown(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFramePools: idle large frames are kept up to the pool's limit (oldest dropped first) and
+// reused only for frames of a similar size; a small frame never gets a large buffer.
+func TestFramePools(t *testing.T) {
+	s := NewServer(Config{MaxQueuedBytes: 16 << 20}, NewRegistry()) // pool limit: 4 MiB
+	if s.frames.limit != 4<<20 {
+		t.Fatalf("pool limit %d", s.frames.limit)
+	}
+	for i := 0; i < 3; i++ {
+		s.putFrame(&bytebufferpool.ByteBuffer{B: make([]byte, 0, 3<<19)}) // 1.5 MiB each
+	}
+	if len(s.frames.idle) != 2 || s.frames.bytes != 3<<20 {
+		t.Fatalf("pool keeps %d buffers, %d bytes; want 2 within 4 MiB", len(s.frames.idle), s.frames.bytes)
+	}
+	if f := s.getFrame(4 << 20); cap(f.B) >= 4<<20 {
+		t.Fatalf("a 4 MiB frame got a %d-byte buffer from the pool", cap(f.B))
+	}
+	if f := s.getFrame(1<<20 + 1); cap(f.B) != 3<<19 {
+		t.Fatalf("a 1 MiB frame did not reuse a pooled 1.5 MiB buffer: cap %d", cap(f.B))
+	}
+	if f := s.getFrame(100 << 10); cap(f.B) > 2*(100<<10)+smallFrame {
+		t.Fatalf("a 100 KiB frame got a %d-byte buffer", cap(f.B))
+	}
+	big := bytebufferpool.Get()
+	big.B = make([]byte, 0, 900<<10)
+	bytebufferpool.Put(big)
+	for i := 0; i < 100; i++ {
+		if f := s.getFrame(100); cap(f.B) > 2*100+smallFrame {
+			t.Fatalf("a 100-byte frame got a %d-byte buffer", cap(f.B))
+		}
 	}
 }
