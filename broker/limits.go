@@ -45,6 +45,8 @@ func readNetLimits(cfg *Config) (netLimits, error) {
 		l.maxQueuedBytes = -1
 	case v == 0:
 		l.maxQueuedBytes = max(memoryLimit()/4, maxReq)
+	case v < maxReq:
+		return l, fmt.Errorf("queued.max.request.bytes: %d must be at least socket.request.max.bytes (%d), as Kafka requires", v, maxReq)
 	default:
 		l.maxQueuedBytes = v
 	}
@@ -68,6 +70,9 @@ func readNetLimits(cfg *Config) (netLimits, error) {
 	var err error
 	if l.perIPOverrides, err = parsePerIPOverrides(cfg.str("max.connections.per.ip.overrides")); err != nil {
 		return l, fmt.Errorf("max.connections.per.ip.overrides: %w", err)
+	}
+	if l.maxPerIP == 0 && len(l.perIPOverrides) == 0 {
+		return l, fmt.Errorf("max.connections.per.ip: 0 refuses every connection; Kafka allows it only with max.connections.per.ip.overrides")
 	}
 	slog.Info("request memory bounds", "queued.max.request.bytes", l.maxQueuedBytes,
 		"queued.max.request.bytes.per.connection", l.maxConnectionBytes, "queued.max.requests", l.maxQueuedRequests)

@@ -318,9 +318,17 @@ func TestConnectionLimits(t *testing.T) {
 		}
 	})
 	t.Run("bad values", func(t *testing.T) {
+		cfg, err := NewConfig(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": t.TempDir(), "queued.max.request.bytes": "1000"})
+		if err == nil {
+			_, err = New(cfg)
+		}
+		if err == nil || !strings.Contains(err.Error(), "queued.max.request.bytes") || !strings.Contains(err.Error(), "socket.request.max.bytes") {
+			t.Errorf("queued.max.request.bytes below socket.request.max.bytes: %v", err)
+		}
 		for k, v := range map[string]string{"max.connections.per.ip.overrides": "127.0.0.1:x", "queued.max.requests": "0",
 			"queued.max.request.bytes": "-2", "listener.name.plaintext.max.connections": "-1",
-			"max.connection.creation.rate": "-1", "listener.name.plaintext.max.connection.creation.rate": "x"} {
+			"max.connection.creation.rate": "-1", "listener.name.plaintext.max.connection.creation.rate": "x",
+			"max.connections.per.ip": "0"} {
 			cfg, err := NewConfig(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": t.TempDir(), k: v})
 			if err == nil {
 				_, err = New(cfg)
