@@ -187,6 +187,17 @@ func (c *conn) admit(n int64) bool {
 		c.srv.st.muted.Add(-1)
 		// The wait was the broker's doing, not the client's: the idle timer starts again.
 		_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+		// A stopReading during the wait set a deadline that the line above overrode: stop
+		// here, or Shutdown would wait for the idle timeout.
+		select {
+		case <-c.stopped:
+			if ok {
+				c.srv.budget.release(n)
+				c.unreserve(n)
+				ok = false
+			}
+		default:
+		}
 	}
 	if ok {
 		c.srv.st.heldBytes.Add(n)
