@@ -108,7 +108,7 @@ type testServer struct {
 
 // startServer serves the fake registry with cfg. Its cleanup shuts the server down and checks
 // that no goroutine it started is left.
-func startServer(t *testing.T, cfg Config) *testServer {
+func startServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
 	ignore := goleak.IgnoreCurrent()
 	ts := &testServer{block: make(chan struct{}), blocked: make(chan struct{}, 64)}
@@ -267,13 +267,13 @@ func (ts *testServer) setBody(f func(req *Request) *Body) { ts.bodyFor.Store(&f)
 
 // testClient speaks raw Kafka framing to a testServer.
 type testClient struct {
-	t    *testing.T
+	t    testing.TB
 	conn net.Conn // a *net.TCPConn, or a *tls.Conn (tlsDial)
 	corr int32
 	f    *kmsg.RequestFormatter
 }
 
-func dial(t *testing.T, addr string) *testClient {
+func dial(t testing.TB, addr string) *testClient {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
