@@ -86,6 +86,9 @@ func (l netLimits) applyTo(nc *netio.Config) {
 	nc.MaxConnectionBytes = l.maxConnectionBytes
 	nc.MaxConnections = l.maxConnections
 	nc.MaxConnectionsPerIP = l.maxPerIP
+	if l.maxPerIP == 0 { // Kafka's 0: only the addresses in the overrides may connect
+		nc.MaxConnectionsPerIP = -1
+	}
 	nc.ConnectionsPerIPOverrides = l.perIPOverrides
 	nc.MaxConnectionCreationRate = l.creationRate
 }

@@ -288,6 +288,13 @@ func TestConnectionLimits(t *testing.T) {
 		apiVersions(dialWire(t, b.Addr()))
 		apiVersions(open[1])
 	})
+	t.Run("per-ip zero", func(t *testing.T) { // 0: only the addresses in the overrides
+		b := startBroker(t, map[string]string{"max.connections.per.ip": "0", "max.connections.per.ip.overrides": "127.0.0.1:1"})
+		apiVersions(dialWire(t, b.Addr()))
+		over := dialWire(t, b.Addr())
+		over.send(kmsg.NewPtrApiVersionsRequest(), 3)
+		over.expectClosed()
+	})
 	t.Run("max.connections", func(t *testing.T) {
 		b := startBroker(t, map[string]string{"max.connections": "2"})
 		first, second := dialWire(t, b.Addr()), dialWire(t, b.Addr())

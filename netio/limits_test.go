@@ -74,6 +74,7 @@ func TestMaxConnectionsPerIP(t *testing.T) {
 	}{
 		{"default", Config{MaxConnectionsPerIP: 2}, 2},
 		{"override", Config{MaxConnectionsPerIP: 1, ConnectionsPerIPOverrides: map[string]int{"127.0.0.1": 3, "10.0.0.1": 0}}, 3},
+		{"only overrides", Config{MaxConnectionsPerIP: -1, ConnectionsPerIPOverrides: map[string]int{"127.0.0.1": 2}}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := startServer(t, tc.cfg)

@@ -22,8 +22,9 @@ type Config struct {
 	// closes, as Kafka's acceptor does. Connections of an InterBroker listener do not wait for
 	// it (and count).
 	MaxConnections int
-	// MaxConnectionsPerIP is max.connections.per.ip (0: unlimited): a new connection from an
-	// address that already has that many is closed at once, as Kafka does.
+	// MaxConnectionsPerIP is max.connections.per.ip (0: unlimited; negative: none, only the
+	// addresses in ConnectionsPerIPOverrides may connect): a new connection from an address
+	// that already has that many is closed at once, as Kafka does.
 	MaxConnectionsPerIP int
 	// ConnectionsPerIPOverrides (max.connections.per.ip.overrides) are limits for particular
 	// addresses (net.IP.String() form) overriding MaxConnectionsPerIP.
@@ -270,7 +271,7 @@ func (s *Server) perIPLimit(ip string) (int, bool) {
 	if n, ok := s.cfg.ConnectionsPerIPOverrides[ip]; ok {
 		return n, true
 	}
-	return s.cfg.MaxConnectionsPerIP, s.cfg.MaxConnectionsPerIP > 0
+	return max(s.cfg.MaxConnectionsPerIP, 0), s.cfg.MaxConnectionsPerIP != 0
 }
 
 // waitAcceptSlot waits until l may accept another connection under max.connections and its
