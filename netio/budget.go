@@ -35,15 +35,21 @@ import (
 const smallFrame = 64 << 10
 
 // budget is a broker-wide bound on bytes held by request frames. A nil *budget is unbounded.
+// Frames larger than smallFrame are admitted in arrival order (a large frame never waits
+// forever while later ones that happen to fit pass it); small frames pass them within the
+// reserve.
 type budget struct {
 	limit   int64 // bytes every frame may use
 	reserve int64 // extra bytes only frames of at most smallFrame may use
 
-	mu sync.Mutex // guards held, waiters, wake
+	mu sync.Mutex // guards held, waiters, queue, wake
 	// held is the bytes of frames counted now.
 	held    int64
 	waiters int
-	// wake is closed (and cleared) by a release while waiters > 0.
+	// queue are the large frames waiting, in arrival order: only the first may be admitted.
+	queue []*int64
+	// wake is closed (and cleared) when a waiter may now fit: a release, or a change of the
+	// queue's head.
 	wake chan struct{}
 }
 
@@ -71,11 +77,21 @@ func (b *budget) acquire(n int64, stop, dead <-chan struct{}, onWait func()) boo
 		return true
 	}
 	b.mu.Lock()
-	for !b.fitsLocked(n) {
-		if onWait != nil {
-			onWait()
-			onWait = nil
-		}
+	defer b.mu.Unlock()
+	large := n > smallFrame
+	if (!large || len(b.queue) == 0) && b.fitsLocked(n) {
+		b.held += n
+		return true
+	}
+	var me *int64 // this frame's place in the queue (a pointer only identifies it)
+	if large {
+		me = new(int64)
+		b.queue = append(b.queue, me)
+	}
+	if onWait != nil {
+		onWait()
+	}
+	for !(b.fitsLocked(n) && (!large || b.queue[0] == me)) {
 		if b.wake == nil {
 			b.wake = make(chan struct{})
 		}
@@ -93,13 +109,37 @@ func (b *budget) acquire(n int64, stop, dead <-chan struct{}, onWait func()) boo
 		b.mu.Lock()
 		b.waiters--
 		if gaveUp {
-			b.mu.Unlock()
+			if large {
+				b.leaveQueueLocked(me)
+			}
 			return false
 		}
 	}
+	if large {
+		b.leaveQueueLocked(me)
+	}
 	b.held += n
-	b.mu.Unlock()
 	return true
+}
+
+// leaveQueueLocked removes me from the queue; a new head is woken, as it may fit.
+func (b *budget) leaveQueueLocked(me *int64) {
+	for i, q := range b.queue {
+		if q == me {
+			b.queue = append(b.queue[:i], b.queue[i+1:]...)
+			if i == 0 {
+				b.wakeLocked()
+			}
+			return
+		}
+	}
+}
+
+func (b *budget) wakeLocked() {
+	if b.waiters > 0 && b.wake != nil {
+		close(b.wake)
+		b.wake = nil
+	}
 }
 
 // release gives back n bytes and wakes the waiters.
@@ -109,10 +149,7 @@ func (b *budget) release(n int64) {
 	}
 	b.mu.Lock()
 	b.held -= n
-	if b.waiters > 0 && b.wake != nil {
-		close(b.wake)
-		b.wake = nil
-	}
+	b.wakeLocked()
 	b.mu.Unlock()
 }
 

@@ -19,7 +19,8 @@
 // connection is muted), until the frame fits: the connection's MaxConnectionBytes and
 // MaxInFlight (requests read and not yet answered), then the broker-wide MaxQueuedBytes
 // (queued.max.request.bytes, with a reserve for frames of at most 64 KiB so the small
-// requests that complete other replies are still read). A frame always fits when nothing else
+// requests that complete other replies are still read; larger frames wait for it in arrival
+// order). A frame always fits when nothing else
 // is held, so a request of MaxRequestBytes is always served. After reading, a request takes one
 // of MaxQueuedRequests slots (queued.max.requests) until its handler returns. Only readers wait;
 // writers only release, so every wait ends once the replies ahead of it are written, and those

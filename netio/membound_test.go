@@ -271,3 +271,75 @@ func TestFramePools(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetLargeFramesInOrder: a large frame waiting for the broker budget is not passed by a
+// later large frame that happens to fit; small frames pass within the reserve; a waiter that
+// gives up leaves the queue.
+func TestBudgetLargeFramesInOrder(t *testing.T) {
+	const mib = 1 << 20
+	b := newBudget(10 * mib)
+	never := make(chan struct{})
+	if !b.acquire(8*mib, never, never, nil) {
+		t.Fatal("first frame refused")
+	}
+	admitted := make(chan string, 4)
+	waitQueued := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			b.mu.Lock()
+			q := len(b.queue)
+			b.mu.Unlock()
+			if q == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d queued, want %d", q, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	go func() {
+		if b.acquire(6*mib, never, never, nil) {
+			admitted <- "first"
+		}
+	}()
+	waitQueued(1)
+	gaveUp := make(chan struct{})
+	go func() { // queued second, gives up
+		if !b.acquire(5*mib, gaveUp, never, nil) {
+			admitted <- "gave up"
+		}
+	}()
+	waitQueued(2)
+	go func() { // fits now (8+2 <= 10), but must not pass the first
+		if b.acquire(2*mib, never, never, nil) {
+			admitted <- "later"
+		}
+	}()
+	waitQueued(3)
+	if !b.acquire(smallFrame, never, never, nil) { // small: passes within the reserve
+		t.Fatal("small frame refused")
+	}
+	select {
+	case who := <-admitted:
+		t.Fatalf("%s admitted before any release", who)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gaveUp)
+	if who := <-admitted; who != "gave up" {
+		t.Fatalf("got %q, want the waiter that gave up", who)
+	}
+	waitQueued(2)
+	b.release(8 * mib)
+	if who := <-admitted; who != "first" {
+		t.Fatalf("%q admitted first", who)
+	}
+	if who := <-admitted; who != "later" {
+		t.Fatalf("%q admitted second", who)
+	}
+	b.release(6*mib + 2*mib + smallFrame)
+	if b.held != 0 || len(b.queue) != 0 {
+		t.Fatalf("held %d, queue %d after every release", b.held, len(b.queue))
+	}
+}
