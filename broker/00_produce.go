@@ -146,20 +146,25 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 		}
 	}
 	b.observeProduced(r.Version, req, resp) // bytes and records in, per topic (metrics.go)
+	// Every reply below is NoAlias: the response and the deferred wait refer to resp and the
+	// logs, never to the request's bytes (its records are in the log now), so netio releases
+	// the request frame at once instead of holding it while the reply waits for fdatasync,
+	// acks=all, or a parked long poll ahead of it on the connection (as Kafka drops a produce
+	// request's records once appended).
 	if req.Acks == 0 {
 		b.observeProduceErrors(resp)
-		return netio.Reply{None: true}
+		return netio.Reply{None: true, NoAlias: true}
 	}
 	if len(pending) == 0 {
 		b.observeProduceErrors(resp)
-		return netio.Reply{Response: resp}
+		return netio.Reply{Response: resp, NoAlias: true}
 	}
 	var closing <-chan struct{}
 	if r.Conn != nil {
 		closing = r.Conn.Closing
 	}
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
-	return netio.Reply{Deferred: func() netio.Reply {
+	return netio.Reply{NoAlias: true, Deferred: func() netio.Reply {
 		var deadline <-chan time.Time
 		for _, p := range pending {
 			var err error

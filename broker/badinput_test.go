@@ -482,7 +482,8 @@ func TestFetchErrorsAnswerAtOnce(t *testing.T) {
 }
 
 // TestConnectionLimitsFromConfig: max.connections and connections.max.idle.ms reach the
-// transport: a connection beyond the limit is closed at once, an idle one after the timeout.
+// transport: a connection beyond the limit waits (the listener stops accepting, as Kafka's
+// does) until another closes, an idle one closes after the timeout.
 func TestConnectionLimitsFromConfig(t *testing.T) {
 	b := startBroker(t, map[string]string{"max.connections": "2", "connections.max.idle.ms": "400"})
 	first := dialWire(t, b.Addr())
@@ -491,13 +492,16 @@ func TestConnectionLimitsFromConfig(t *testing.T) {
 	second := dialWire(t, b.Addr())
 	wireRoundTrip[*kmsg.ApiVersionsResponse](second, kmsg.NewPtrApiVersionsRequest(), 3)
 	over := dialWire(t, b.Addr())
-	over.send(kmsg.NewPtrApiVersionsRequest(), 3)
-	over.expectClosed()
+	overCorr := over.send(kmsg.NewPtrApiVersionsRequest(), 3)
 	first.expectClosed() // idle since its request
 	if idle := time.Since(start); idle < 400*time.Millisecond {
 		t.Fatalf("idle connection closed after %v, before connections.max.idle.ms", idle)
 	}
 	second.expectClosed()
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.SetVersion(3)
+	over.recv(overCorr, resp) // accepted once the others closed
+	over.expectClosed()       // idle in turn
 	for deadline := time.Now().Add(5 * time.Second); b.server.ConnectionCount() != 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d connections still counted", b.server.ConnectionCount())

@@ -54,6 +54,9 @@ type Broker struct {
 	// interBroker is how followers connect to leaders: the inter-broker listener and its
 	// security (interbroker.go); zero outside a cluster.
 	interBroker replication.ClientSecurity
+	// interBrokerName is the inter-broker listener's name ("" outside a cluster): it does not
+	// wait for max.connections.
+	interBrokerName string
 }
 
 // apiDef is an API handler registered by one file per API key (in its init()).
@@ -76,13 +79,16 @@ func New(cfg *Config) (*Broker, error) {
 	if len(dirs) == 0 {
 		return nil, errors.New("no log dirs configured")
 	}
+	limits, err := readNetLimits(cfg)
+	if err != nil {
+		return nil, err
+	}
 	b := &Broker{cfg: cfg, nodeID: cfg.NodeID()}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("log dir %s: %w", d, err)
 		}
 	}
-	var err error
 	if b.clusterID, err = loadMetaProperties(dirs, b.nodeID, cfg.str("cluster.id")); err != nil {
 		return nil, err
 	}
@@ -139,13 +145,14 @@ func New(cfg *Config) (*Broker, error) {
 			Handle: func(r *netio.Request) netio.Reply { return d.handle(b, r) }})
 	}
 	b.obs.reg.MustRegister(securityCollector{b.sec}) // SASL counters (security.go)
-	b.server = netio.NewServer(netio.Config{
+	ncfg := netio.Config{
 		MaxUnauthenticatedBytes: int32(cfg.int64("sasl.server.max.receive.size")),
 		MaxRequestBytes:         int32(cfg.int64("socket.request.max.bytes")),
-		MaxConnections:          int(cfg.int64("max.connections")),
 		IdleTimeout:             cfg.duration("connections.max.idle.ms"),
 		Observer:                b.obs.reg,
-	}, b.registry)
+	}
+	limits.applyTo(&ncfg)
+	b.server = netio.NewServer(ncfg, b.registry)
 	b.obs.built.Store(true)
 	return b, nil
 }
@@ -184,8 +191,13 @@ func (b *Broker) bind() error {
 			b.closeListeners()
 			return fmt.Errorf("listen %s://%s: %w", spec.Name, spec.Addr(), err)
 		}
-		l := netio.Listener{Name: spec.Name, Listener: ln}
+		l := netio.Listener{Name: spec.Name, Listener: ln, InterBroker: spec.Name == b.interBrokerName}
 		b.sec.apply(&l)
+		if err := listenerLimits(b.cfg, &l); err != nil {
+			ln.Close()
+			b.closeListeners()
+			return err
+		}
 		b.mu.Lock()
 		b.bound = append(b.bound, l)
 		b.mu.Unlock()

@@ -172,6 +172,7 @@ func (b *Broker) setupInterBroker(specs, adv []ListenerSpec) error {
 	if b.interBroker, err = interBrokerSecurity(b.cfg, name, b.sec); err != nil {
 		return err
 	}
+	b.interBrokerName = name
 	cs := b.interBroker
 	attrs := []any{"listener", name, "security.protocol", cs.Protocol()}
 	if cs.SASL != nil {

@@ -265,9 +265,17 @@ var (
 	descRebalDone       = prometheus.NewDesc("weir_group_rebalances_total", "Rebalances completed: join phases of groups this broker coordinates that produced a new generation (entering CompletingRebalance).", nil, nil)
 	descConnections     = prometheus.NewDesc("weir_connections", "Open client connections (all listeners).", nil, nil)
 	descPanics          = prometheus.NewDesc("weir_handler_panics_total", "Request handler panics recovered (each closed its connection); should stay 0.", nil, nil)
-	descLogDirOnline    = prometheus.NewDesc("weir_log_dir_online", "1 when the log dir is online, 0 after a write or fsync failure made it read-only (KAFKA_STORAGE_ERROR).", []string{"dir"}, nil)
-	descInfo            = prometheus.NewDesc("weir_broker_info", "Constant 1, labelled with this broker's version, node id and cluster id.", []string{"version", "node_id", "cluster_id"}, nil)
-	descReady           = prometheus.NewDesc("weir_broker_ready", "1 when /readyz answers 200, else 0.", nil, nil)
+	// The transport's memory and connection bounds (netio/budget.go, docs/limits-memory.md).
+	descHeldBytes     = prometheus.NewDesc("weir_request_bytes_held", "Bytes of request frames read (or being read) and not yet released, all connections (bounded by queued.max.request.bytes).", nil, nil)
+	descHeldRequests  = prometheus.NewDesc("weir_requests_in_flight", "Requests read and not yet answered, all connections.", nil, nil)
+	descMuted         = prometheus.NewDesc("weir_connections_muted", "Connections whose reader waits for room now (queued.max.request.bytes[.per.connection], the in-flight limit or queued.max.requests) instead of reading.", nil, nil)
+	descMutes         = prometheus.NewDesc("weir_connection_mutes_total", "Times a connection's reader had to wait for room before reading a request.", nil, nil)
+	descRefused       = prometheus.NewDesc("weir_connections_refused_total", "Connections closed at accept, by the limit that refused them.", []string{"limit"}, nil)
+	descThrottled     = prometheus.NewDesc("weir_connection_accepts_throttled_total", "Accepts delayed by max.connection.creation.rate (broker-wide or a listener's).", nil, nil)
+	descAcceptBlocked = prometheus.NewDesc("weir_listeners_accept_blocked", "Listeners not accepting now because max.connections (or the listener's own max.connections) is reached.", nil, nil)
+	descLogDirOnline  = prometheus.NewDesc("weir_log_dir_online", "1 when the log dir is online, 0 after a write or fsync failure made it read-only (KAFKA_STORAGE_ERROR).", []string{"dir"}, nil)
+	descInfo          = prometheus.NewDesc("weir_broker_info", "Constant 1, labelled with this broker's version, node id and cluster id.", []string{"version", "node_id", "cluster_id"}, nil)
+	descReady         = prometheus.NewDesc("weir_broker_ready", "1 when /readyz answers 200, else 0.", nil, nil)
 )
 
 var groupStates = []string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable"}
@@ -276,7 +284,8 @@ func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLogEndOffset, descHighWatermark, descLogStartOffset, descSizeBytes,
 		descReplicaLag, descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
 		descControllerActv, descControllerID, descBrokers, descGroups, descRebalStarted, descRebalDone,
-		descConnections, descPanics, descLogDirOnline, descInfo, descReady} {
+		descConnections, descPanics, descLogDirOnline, descInfo, descReady,
+		descHeldBytes, descHeldRequests, descMuted, descMutes, descRefused, descAcceptBlocked, descThrottled} {
 		ch <- d
 	}
 }
@@ -396,6 +405,14 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descConnections, float64(b.server.ConnectionCount()))
 	counter(descPanics, float64(b.server.HandlerPanics()))
+	ns := b.server.Stats()
+	gauge(descHeldBytes, float64(ns.HeldBytes))
+	gauge(descHeldRequests, float64(ns.HeldRequests))
+	gauge(descMuted, float64(ns.Muted))
+	counter(descMutes, float64(ns.MutedTotal))
+	counter(descRefused, float64(ns.RefusedPerIP), "max.connections.per.ip")
+	gauge(descAcceptBlocked, float64(ns.WaitingAccept))
+	counter(descThrottled, float64(ns.Throttled))
 }
 
 // minISR is a topic's effective min.insync.replicas.

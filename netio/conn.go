@@ -34,6 +34,18 @@ type conn struct {
 	stopped  chan struct{}
 	// readDone is closed when the reader returns (info.Closing).
 	readDone chan struct{}
+	// dead is closed by the writer when the connection broke (a write failed, or a Close
+	// reply): a reader waiting for room gives up.
+	dead chan struct{}
+
+	holdMu sync.Mutex // guards heldBytes and pending
+	// heldBytes is the bytes of this connection's frames counted now (budget.go); pending is
+	// the number of its requests read (or being read) and not yet answered.
+	heldBytes int64
+	pending   int
+	// room wakes the reader waiting for room after the writer released some (capacity 1, so a
+	// release between the reader's check and its wait is not lost).
+	room chan struct{}
 }
 
 // queued is a reply waiting for its turn on the writer, with the buffer its request aliases.
@@ -44,6 +56,8 @@ type queued struct {
 	received time.Time
 	reply    Reply
 	frame    *bytebufferpool.ByteBuffer
+	// size is the bytes frame counts for (0 once released).
+	size int64
 }
 
 func newConn(s *Server, tc *net.TCPConn, l Listener) *conn {
@@ -55,6 +69,8 @@ func newConn(s *Server, tc *net.TCPConn, l Listener) *conn {
 		queue:    make(chan queued, s.cfg.MaxInFlight),
 		stopped:  make(chan struct{}),
 		readDone: readDone,
+		dead:     make(chan struct{}),
+		room:     make(chan struct{}, 1),
 	}
 	if l.TLS != nil {
 		c.tls = tls.Server(tc, l.TLS)
@@ -118,21 +134,163 @@ func (c *conn) readLoop() {
 			slog.Warn("closing connection: unauthenticated request too large", "remote", c.info.Remote, "listener", c.info.Listener, "size", size, "sasl.server.max.receive.size", c.srv.cfg.MaxUnauthenticatedBytes)
 			return
 		}
-		frame := bytebufferpool.Get()
+		n := int64(size)
+		if !c.admit(n) {
+			return
+		}
+		frame := c.srv.getFrame(int(size))
 		if err := readFrame(c.nc, frame, int(size)); err != nil {
-			bytebufferpool.Put(frame)
+			c.done(frame, n)
 			c.logReadErr(err)
 			return
 		}
-		q, ok := c.dispatch(frame)
-		if !ok {
-			bytebufferpool.Put(frame)
+		if !c.takeSlot() {
+			c.done(frame, n)
 			return
 		}
-		c.queue <- q
+		q, ok := c.dispatch(frame)
+		c.srv.putSlot()
+		if !ok {
+			c.done(frame, n)
+			return
+		}
+		q.size = n
+		if q.reply.NoAlias { // nothing refers to the request's bytes any more: release them now
+			c.releaseFrame(frame, n)
+			q.frame, q.size = nil, 0
+		}
+		c.queue <- q // never blocks: pending <= MaxInFlight = cap(queue)
 		if q.reply.Close {
 			return
 		}
+	}
+}
+
+// admit waits until a frame of n bytes fits the connection's bounds (bytes held, requests in
+// flight) and then the broker's budget, and counts it. While it waits the connection is muted:
+// nothing is read from its socket. It returns false when the connection stops or broke.
+func (c *conn) admit(n int64) bool {
+	muted := false
+	mute := func() {
+		if !muted {
+			muted = true
+			c.srv.st.muted.Add(1)
+			c.srv.st.mutedTotal.Add(1)
+		}
+	}
+	ok := c.reserve(n, mute)
+	if ok && !c.srv.budget.acquire(n, c.stopped, c.dead, mute) {
+		c.unreserve(n)
+		ok = false
+	}
+	if muted {
+		c.srv.st.muted.Add(-1)
+		// The wait was the broker's doing, not the client's: the idle timer starts again.
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+		// A stopReading during the wait set a deadline that the line above overrode: stop
+		// here, or Shutdown would wait for the idle timeout.
+		select {
+		case <-c.stopped:
+			if ok {
+				c.srv.budget.release(n)
+				c.unreserve(n)
+				ok = false
+			}
+		default:
+		}
+	}
+	if ok {
+		c.srv.st.heldBytes.Add(n)
+		c.srv.st.heldRequests.Add(1)
+	}
+	return ok
+}
+
+// reserve counts n bytes and one request against the connection's bounds, waiting while they do
+// not fit. A frame always fits when the connection holds no bytes.
+func (c *conn) reserve(n int64, onWait func()) bool {
+	for {
+		c.holdMu.Lock()
+		if c.pending < c.srv.cfg.MaxInFlight && (c.heldBytes == 0 || c.heldBytes+n <= c.srv.cfg.MaxConnectionBytes) {
+			c.heldBytes += n
+			c.pending++
+			c.holdMu.Unlock()
+			return true
+		}
+		c.holdMu.Unlock()
+		onWait()
+		select {
+		case <-c.room:
+		case <-c.stopped:
+			return false
+		case <-c.dead:
+			return false
+		}
+	}
+}
+
+func (c *conn) unreserve(n int64) {
+	c.holdMu.Lock()
+	c.heldBytes -= n
+	c.pending--
+	c.holdMu.Unlock()
+}
+
+// takeSlot takes one of the broker's queued.max.requests slots for a request about to be
+// handled, waiting (muted) while none is free.
+func (c *conn) takeSlot() bool {
+	select {
+	case c.srv.slots <- struct{}{}:
+		return true
+	default:
+	}
+	c.srv.st.muted.Add(1)
+	c.srv.st.mutedTotal.Add(1)
+	defer c.srv.st.muted.Add(-1)
+	select {
+	case c.srv.slots <- struct{}{}:
+		return true
+	case <-c.stopped:
+	case <-c.dead:
+	}
+	return false
+}
+
+func (s *Server) putSlot() { <-s.slots }
+
+// releaseFrame returns a frame of n counted bytes to the pool and its bytes to the bounds.
+func (c *conn) releaseFrame(frame *bytebufferpool.ByteBuffer, n int64) {
+	c.srv.putFrame(frame)
+	c.holdMu.Lock()
+	c.heldBytes -= n
+	c.holdMu.Unlock()
+	c.srv.budget.release(n)
+	c.srv.st.heldBytes.Add(-n)
+	c.wakeReader()
+}
+
+// done ends a request: its frame (if not released yet, n counted bytes) is released and it no
+// longer counts as in flight.
+func (c *conn) done(frame *bytebufferpool.ByteBuffer, n int64) {
+	if frame != nil {
+		c.srv.putFrame(frame)
+		c.srv.budget.release(n)
+		c.srv.st.heldBytes.Add(-n)
+	} else {
+		n = 0
+	}
+	c.holdMu.Lock()
+	c.heldBytes -= n
+	c.pending--
+	c.holdMu.Unlock()
+	c.srv.st.heldRequests.Add(-1)
+	c.wakeReader()
+}
+
+func (c *conn) wakeReader() {
+	select {
+	case c.room <- struct{}{}:
+	default:
 	}
 }
 
@@ -220,6 +378,7 @@ func (c *conn) writeLoop() {
 				slog.Debug("connection write", "remote", c.info.Remote, "err", err)
 				broken = true
 				c.nc.Close() // unblocks the reader
+				close(c.dead)
 			}
 		}
 		if r.Body != nil {
@@ -228,11 +387,12 @@ func (c *conn) writeLoop() {
 		if o := c.srv.cfg.Observer; o != nil && !q.received.IsZero() {
 			o.RequestDone(q.key, q.version, time.Since(q.received))
 		}
-		bytebufferpool.Put(q.frame)
 		if r.Close && !broken {
 			broken = true
 			c.nc.Close()
+			close(c.dead)
 		}
+		c.done(q.frame, q.size)
 	}
 }
 

@@ -108,7 +108,7 @@ type testServer struct {
 
 // startServer serves the fake registry with cfg. Its cleanup shuts the server down and checks
 // that no goroutine it started is left.
-func startServer(t *testing.T, cfg Config) *testServer {
+func startServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
 	ignore := goleak.IgnoreCurrent()
 	ts := &testServer{block: make(chan struct{}), blocked: make(chan struct{}, 64)}
@@ -162,7 +162,8 @@ func fakeRegistry(ts *testServer) *Registry {
 		if req.Acks == 0 {
 			return Reply{None: true}
 		}
-		return Reply{Response: resp}
+		// A topic named "noalias" marks the reply as keeping nothing of the request's bytes.
+		return Reply{Response: resp, NoAlias: len(req.Topics) > 0 && req.Topics[0].Topic == "noalias"}
 	}})
 	reg.Register(API{Key: 1, MinVersion: 4, MaxVersion: 17, Handle: func(r *Request) Reply {
 		if f := ts.bodyFor.Load(); f != nil {
@@ -184,6 +185,8 @@ func fakeRegistry(ts *testServer) *Registry {
 //	park           a Deferred reply that waits (a minute at most) for the connection to stop
 //	               reading, as a long poll does
 //	block          a Deferred reply that waits until the test closes ts.block
+//	hold           the handler itself waits until the test closes ts.block (a request being
+//	               handled: it holds a queued.max.requests slot)
 //
 // Every answer echoes the request's topic names and carries its correlation id as its one
 // broker's node id, so the client can match replies to requests.
@@ -240,6 +243,13 @@ func metadataScript(ts *testServer, r *Request) Reply {
 			}
 			return Reply{Response: resp}
 		}}
+	case "hold":
+		select {
+		case ts.blocked <- struct{}{}:
+		default:
+		}
+		<-ts.block
+		return Reply{Response: resp}
 	case "block":
 		select {
 		case ts.blocked <- struct{}{}:
@@ -257,13 +267,13 @@ func (ts *testServer) setBody(f func(req *Request) *Body) { ts.bodyFor.Store(&f)
 
 // testClient speaks raw Kafka framing to a testServer.
 type testClient struct {
-	t    *testing.T
+	t    testing.TB
 	conn net.Conn // a *net.TCPConn, or a *tls.Conn (tlsDial)
 	corr int32
 	f    *kmsg.RequestFormatter
 }
 
-func dial(t *testing.T, addr string) *testClient {
+func dial(t testing.TB, addr string) *testClient {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {

@@ -2,8 +2,10 @@ package netio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -11,24 +13,113 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestMaxConnections: with max.connections connections open, the next one is closed at once
-// (and logged); once one closes, a new connection is served again.
+// TestMaxConnections: with max.connections connections open, the listener stops accepting, as
+// Kafka's acceptor does: a new connection waits (in the kernel's backlog, unanswered) and is
+// served once another closes. An InterBroker listener does not wait for the broker-wide limit.
 func TestMaxConnections(t *testing.T) {
 	ts := startServer(t, Config{MaxConnections: 2})
 	a := dial(t, ts.addr)
 	a.roundTrip(1, "a")
+	mark := logs.mark() // the listener stops accepting as soon as the limit is reached
 	b := dial(t, ts.addr)
 	b.roundTrip(1, "b")
-	mark := logs.mark()
 	over := dial(t, ts.addr)
-	over.send(metadataReq("over"), 1)
-	over.expectClosed()
-	logs.waitFor(t, mark, "WARN max.connections reached")
+	corr := over.send(metadataReq("over"), 1)
+	logs.waitFor(t, mark, "WARN max.connections reached; not accepting", "limit=2")
+	over.expectSilence(300 * time.Millisecond)
+	if st := ts.Stats(); st.WaitingAccept != 1 || st.Connections != 2 {
+		t.Fatalf("stats at the limit: %+v", st)
+	}
+	inter := ts.listen(t, Listener{Name: "REPLICATION", InterBroker: true})
+	ic := dial(t, inter)
+	ic.roundTrip(1, "inter-broker listener still served")
+	ic.conn.Close() // it counts, too
 	a.roundTrip(1, "a-again")
 	a.conn.Close()
-	ts.waitConns(t, 1)
-	dial(t, ts.addr).roundTrip(1, "c")
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.SetVersion(1)
+	over.recv(corr, resp)
 	b.roundTrip(1, "b-again")
+	over.roundTrip(1, "over-again")
+}
+
+// TestListenerMaxConnections: listener.name.<l>.max.connections bounds one listener only.
+func TestListenerMaxConnections(t *testing.T) {
+	ts := startServer(t, Config{})
+	mark := logs.mark()
+	limited := ts.listen(t, Listener{Name: "LIMITED", MaxConnections: 1})
+	first := dial(t, limited)
+	first.roundTrip(1, "first")
+	second := dial(t, limited)
+	corr := second.send(metadataReq("second"), 1)
+	logs.waitFor(t, mark, "WARN listener.name.limited.max.connections reached", "listener=LIMITED")
+	second.expectSilence(200 * time.Millisecond)
+	for i := 0; i < 3; i++ {
+		dial(t, ts.addr).roundTrip(1, "other listener")
+	}
+	first.conn.Close()
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.SetVersion(1)
+	second.recv(corr, resp)
+}
+
+// TestMaxConnectionsPerIP: max.connections.per.ip closes a connection over the limit at once
+// (127.0.0.1 is one address), max.connections.per.ip.overrides changes the limit of an address,
+// and a closed connection makes room again.
+func TestMaxConnectionsPerIP(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		limit int
+	}{
+		{"default", Config{MaxConnectionsPerIP: 2}, 2},
+		{"override", Config{MaxConnectionsPerIP: 1, ConnectionsPerIPOverrides: map[string]int{"127.0.0.1": 3, "10.0.0.1": 0}}, 3},
+		{"only overrides", Config{MaxConnectionsPerIP: -1, ConnectionsPerIPOverrides: map[string]int{"127.0.0.1": 2}}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := startServer(t, tc.cfg)
+			var open []*testClient
+			for i := 0; i < tc.limit; i++ {
+				c := dial(t, ts.addr)
+				c.roundTrip(1, "within")
+				open = append(open, c)
+			}
+			mark := logs.mark()
+			over := dial(t, ts.addr)
+			over.send(metadataReq("over"), 1)
+			over.expectClosed()
+			logs.waitFor(t, mark, "WARN closing connection: max.connections.per.ip reached", fmt.Sprintf("limit=%d", tc.limit))
+			if st := ts.Stats(); st.RefusedPerIP != 1 {
+				t.Fatalf("refused %d connections, want 1", st.RefusedPerIP)
+			}
+			open[0].conn.Close()
+			ts.waitConns(t, int64(tc.limit-1))
+			dial(t, ts.addr).roundTrip(1, "room again")
+			open[1%len(open)].roundTrip(1, "still served")
+		})
+	}
+}
+
+// listen serves l (its Listener set to a new loopback socket) and returns its address.
+func (ts *testServer) listen(t *testing.T, l Listener) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Listener = ln
+	ts.Serve(l)
+	return ln.Addr().String()
+}
+
+// expectSilence checks that nothing arrives (and the connection stays open) for d.
+func (c *testClient) expectSilence(d time.Duration) {
+	c.t.Helper()
+	_ = c.conn.SetReadDeadline(time.Now().Add(d))
+	var buf [1]byte
+	if n, err := c.conn.Read(buf[:]); n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.t.Fatalf("expected no answer for %v, got %d bytes, %v", d, n, err)
+	}
 }
 
 // TestIdleConnectionClosed: connections.max.idle.ms closes a connection idle that long, and
@@ -189,4 +280,24 @@ func TestShutdownEndsParkedReplies(t *testing.T) {
 	resp.SetVersion(9)
 	c.recv(corr, resp)
 	c.expectClosed()
+}
+
+// TestMaxConnectionCreationRate: max.connection.creation.rate spaces accepts (after a burst of
+// one second's worth), as Kafka throttles its acceptor; every connection is still served.
+func TestMaxConnectionCreationRate(t *testing.T) {
+	const rate, n = 20, 30
+	ts := startServer(t, Config{MaxConnectionCreationRate: rate})
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		c := dial(t, ts.addr)
+		c.roundTrip(1, "rated")
+		c.conn.Close()
+	}
+	// 20 at once, then one every 50 ms.
+	if took := time.Since(start); took < (n-rate-1)*time.Second/rate {
+		t.Fatalf("%d connections in %v at max.connection.creation.rate %d", n, took, rate)
+	}
+	if st := ts.Stats(); st.Throttled == 0 {
+		t.Fatalf("no accept throttled: %+v", st)
+	}
 }

@@ -10,7 +10,8 @@ import (
 
 // HandlerFunc serves one decoded request. It must not retain req.Body's byte slices past the
 // Reply (they alias the pooled request buffer) unless the Reply is deferred: the buffer is
-// released after the reply is written.
+// released after the reply is written. A Reply marked NoAlias must not refer to them at all:
+// its buffer is released as soon as the handler returns.
 type HandlerFunc func(req *Request) Reply
 
 // API is one Kafka API served: its key, the versions served and its handler.

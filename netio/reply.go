@@ -26,6 +26,13 @@ type Reply struct {
 	// Deferred, when set, runs on the connection's writer goroutine before anything is written
 	// and returns the real reply. It may block (durability waits, long polls).
 	Deferred func() Reply
+	// NoAlias says that nothing in this reply (Response, Body, Deferred) refers to the
+	// request's bytes (byte slices of the decoded request alias its frame; strings do not): the
+	// frame goes back to the pool, and its bytes to the connection's and the broker's bounds, as
+	// soon as the handler returns instead of after the reply is written. A produce sets it: its
+	// records are in the log once the handler returned, as Kafka drops a produce request's
+	// records once they are appended.
+	NoAlias bool
 }
 
 // Body is a response body made of encoded bytes interleaved with file slices. Bytes are
