@@ -25,6 +25,8 @@ type Log struct {
 	partition int32
 	fsys      vfs.FS
 	logDir    *LogDir
+	// budget refuses rolls past the process's descriptor and mapping budget (nil = none).
+	budget *Budget
 	// cfg is the configuration, swapped whole by SetConfig; read it with config().
 	cfg atomic.Pointer[Config]
 
@@ -312,14 +314,22 @@ func (l *Log) shouldRollLocked(h *record.Header, size int64) bool {
 
 // rollLocked seals the active segment and starts a new one at baseOffset. The old segment's
 // fdatasync, index trim and the directory sync happen in the flusher, off the append lock.
+//
+// The new segment is created first: when that fails (no descriptor or mapping left, see
+// LogDir.Fail) nothing has changed, the old segment is still active and appendable, no file of the
+// new one is left behind, and the next append tries the roll again.
 func (l *Log) rollLocked(baseOffset int64) error {
-	old := l.active
-	if err := old.MarkInactive(); err != nil {
-		return err
+	if err := l.reserveSegmentLocked(); err != nil {
+		return fmt.Errorf("roll %s at %d: %w", l.dir, baseOffset, err)
 	}
 	seg, err := segment.Create(l.fsys, l.dir, baseOffset, l.config().segmentConfig(), l.config().now())
 	if err != nil {
 		return fmt.Errorf("roll %s at %d: %w", l.dir, baseOffset, err)
+	}
+	old := l.active
+	if err := old.MarkInactive(); err != nil {
+		_ = seg.Delete()
+		return err
 	}
 	l.flush.rolled(old)
 	l.flush.snapshotLocked(baseOffset, l.producers.encodeSnapshot())
@@ -327,6 +337,12 @@ func (l *Log) rollLocked(baseOffset int64) error {
 	segs := append(append(make([]*segment.Segment, 0, len(l.Segments())+1), l.Segments()...), seg)
 	l.segments.Store(&segs)
 	return nil
+}
+
+// reserveSegmentLocked refuses a roll that would take the process's segments past the budget
+// (ErrResourceExhausted: the append fails with a retriable error, the log dir stays online).
+func (l *Log) reserveSegmentLocked() error {
+	return l.budget.CheckSegments(1)
 }
 
 // Roll forces a roll if the active segment holds data.
