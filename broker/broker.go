@@ -18,6 +18,7 @@ import (
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
 	"github.com/weir-mq/weir/replication"
+	"github.com/weir-mq/weir/vfs"
 )
 
 // Version is weir's version string, reported at start-up.
@@ -45,6 +46,9 @@ type Broker struct {
 	advertised []ListenerSpec
 	// topicMu serializes topic creation and deletion.
 	topicMu sync.Mutex
+
+	// dirLocks are the log dirs' .lock files, held from New until Shutdown (or a failed New).
+	dirLocks []*vfs.DirLock
 
 	obs brokerObs // metrics, /healthz, /readyz, the admin listener (metrics.go)
 
@@ -78,15 +82,27 @@ func New(cfg *Config) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, nodeID: cfg.NodeID()}
 	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, vfs.DirMode); err != nil {
 			return nil, fmt.Errorf("log dir %s: %w", d, err)
 		}
 	}
+	// Each log dir is locked for the broker's life, before anything in it is read or written: a
+	// second broker on a dir in use stops here, naming the dir.
+	for _, d := range dirs {
+		lk, err := vfs.LockDir(d)
+		if err != nil {
+			b.unlockDirs()
+			return nil, err
+		}
+		b.dirLocks = append(b.dirLocks, lk)
+	}
 	var err error
 	if b.clusterID, err = loadMetaProperties(dirs, b.nodeID, cfg.str("cluster.id")); err != nil {
+		b.unlockDirs()
 		return nil, err
 	}
 	if err := b.bind(); err != nil {
+		b.unlockDirs()
 		return nil, err
 	}
 	fail := func(err error) (*Broker, error) {
@@ -95,6 +111,7 @@ func New(cfg *Config) (*Broker, error) {
 		}
 		b.closeListeners()
 		b.stopObs()
+		b.unlockDirs()
 		return nil, err
 	}
 	b.initObs() // the admin listener answers /healthz and /readyz during start-up (metrics.go)
@@ -286,11 +303,22 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.closeGroups()
 	errs = append(errs, b.ctl.Close())
 	errs = append(errs, b.logs.Close())
+	b.unlockDirs()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	slog.Info("weir broker stopped cleanly")
 	return nil
+}
+
+// unlockDirs releases the log dirs' locks.
+func (b *Broker) unlockDirs() {
+	for _, lk := range b.dirLocks {
+		if err := lk.Unlock(); err != nil {
+			slog.Warn("releasing log dir lock", "dir", lk.Dir(), "err", err)
+		}
+	}
+	b.dirLocks = nil
 }
 
 // Logs exposes the log manager (tests, tools).
@@ -337,7 +365,9 @@ func loadMetaProperties(dirs []string, nodeID int32, configured string) (string,
 		_, _ = rand.Read(raw[:])
 		s := fmt.Sprintf("#\n#%s\ncluster.id=%s\ndirectory.id=%s\nnode.id=%d\nversion=1\n",
 			time.Now().UTC().Format(time.UnixDate), clusterID, base64.RawURLEncoding.EncodeToString(raw[:]), nodeID)
-		if err := os.WriteFile(m.path, []byte(s), 0o644); err != nil {
+		// Atomically (temp file, fsync, rename, directory fsync): a crash never leaves a
+		// truncated meta.properties that would stop the next start.
+		if err := vfs.WriteFileAtomic(vfs.OS, m.path, []byte(s)); err != nil {
 			return "", fmt.Errorf("write %s: %w", m.path, err)
 		}
 	}
