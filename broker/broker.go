@@ -47,6 +47,9 @@ type Broker struct {
 	// topicMu serializes topic creation and deletion.
 	topicMu sync.Mutex
 
+	// budget bounds the descriptors and mappings of the partitions' segments (budget.go).
+	budget *engine.Budget
+
 	// dirLocks are the log dirs' .lock files, held from New until Shutdown (or a failed New).
 	dirLocks []*vfs.DirLock
 
@@ -97,6 +100,10 @@ func New(cfg *Config) (*Broker, error) {
 		b.dirLocks = append(b.dirLocks, lk)
 	}
 	var err error
+	if b.budget, err = computeBudget(cfg); err != nil {
+		b.unlockDirs()
+		return nil, err
+	}
 	if b.clusterID, err = loadMetaProperties(dirs, b.nodeID, cfg.str("cluster.id")); err != nil {
 		b.unlockDirs()
 		return nil, err
@@ -126,6 +133,7 @@ func New(cfg *Config) (*Broker, error) {
 	}
 	b.logs, err = engine.OpenManager(engine.ManagerConfig{
 		Dirs:                       dirs,
+		Budget:                     b.budget,
 		ConfigFor:                  b.logConfigFor,
 		RecoveryThreadsPerDir:      int(cfg.int64("num.recovery.threads.per.data.dir")),
 		RetentionCheckInterval:     cfg.duration("log.retention.check.interval.ms"),

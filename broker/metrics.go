@@ -266,6 +266,14 @@ var (
 	descConnections     = prometheus.NewDesc("weir_connections", "Open client connections (all listeners).", nil, nil)
 	descPanics          = prometheus.NewDesc("weir_handler_panics_total", "Request handler panics recovered (each closed its connection); should stay 0.", nil, nil)
 	descLogDirOnline    = prometheus.NewDesc("weir_log_dir_online", "1 when the log dir is online, 0 after a write or fsync failure made it read-only (KAFKA_STORAGE_ERROR).", []string{"dir"}, nil)
+	descFilesUsed       = prometheus.NewDesc("weir_open_files_budget_used", "Descriptors held by partition segments in this process (3 per segment).", nil, nil)
+	descFilesLimit      = prometheus.NewDesc("weir_open_files_budget_limit", "Descriptors partition segments may hold (storage.descriptor.budget; derived from RLIMIT_NOFILE): creating partitions or rolling segments past it is refused. 0 = no budget.", nil, nil)
+	descFilesRlimit     = prometheus.NewDesc("weir_open_files_rlimit", "RLIMIT_NOFILE soft limit after start-up raised it to the hard limit.", nil, nil)
+	descMapsUsed        = prometheus.NewDesc("weir_mmap_budget_used", "Memory mappings held by partition segments in this process (2 index mappings per segment, plus read mappings).", nil, nil)
+	descMapsLimit       = prometheus.NewDesc("weir_mmap_budget_limit", "Memory mappings partition segments may hold (storage.mapping.budget; derived from vm.max_map_count). 0 = no budget.", nil, nil)
+	descMapsSysctl      = prometheus.NewDesc("weir_mmap_max_map_count", "vm.max_map_count read at start.", nil, nil)
+	descRefusals        = prometheus.NewDesc("weir_log_dir_resource_refusals_total", "Operations (log creation, roll, checkpoint, flush) refused for lack of a descriptor, mapping or memory, or by the budget; the log dir stayed online.", []string{"dir"}, nil)
+	descReplicaFailures = prometheus.NewDesc("weir_replica_log_create_failures_total", "Replica logs assigned to this broker that could not be created (retried every 5 s).", nil, nil)
 	descInfo            = prometheus.NewDesc("weir_broker_info", "Constant 1, labelled with this broker's version, node id and cluster id.", []string{"version", "node_id", "cluster_id"}, nil)
 	descReady           = prometheus.NewDesc("weir_broker_ready", "1 when /readyz answers 200, else 0.", nil, nil)
 )
@@ -276,7 +284,8 @@ func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLogEndOffset, descHighWatermark, descLogStartOffset, descSizeBytes,
 		descReplicaLag, descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
 		descControllerActv, descControllerID, descBrokers, descGroups, descRebalStarted, descRebalDone,
-		descConnections, descPanics, descLogDirOnline, descInfo, descReady} {
+		descConnections, descPanics, descLogDirOnline, descInfo, descReady,
+		descFilesUsed, descFilesLimit, descFilesRlimit, descMapsUsed, descMapsLimit, descMapsSysctl, descRefusals, descReplicaFailures} {
 		ch <- d
 	}
 }
@@ -314,7 +323,19 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 			online = 0
 		}
 		gauge(descLogDirOnline, online, d.Path)
+		counter(descRefusals, float64(d.Refusals()), d.Path)
 	}
+	// The descriptor and mapping budget (budget.go).
+	if bg := b.budget; bg != nil {
+		files, maps := bg.Usage()
+		gauge(descFilesUsed, float64(files))
+		gauge(descFilesLimit, float64(bg.MaxDescriptors))
+		gauge(descFilesRlimit, float64(bg.DescriptorLimit))
+		gauge(descMapsUsed, float64(maps))
+		gauge(descMapsLimit, float64(bg.MaxMappings))
+		gauge(descMapsSysctl, float64(bg.MappingLimit))
+	}
+	counter(descReplicaFailures, float64(b.rm.createFailures.Load()))
 	// Follower lag, on the leader.
 	b.rm.mu.RLock()
 	reps := make([]*replica, 0, len(b.rm.parts))

@@ -124,8 +124,14 @@ func TestMetricsEndpoint(t *testing.T) {
 		"weir_handler_panics_total", "weir_log_dir_online", "weir_isr_shrinks_total", "weir_isr_expands_total",
 		"weir_log_flush_duration_seconds_count", "weir_log_flush_batch_appends_count",
 		"weir_replication_bytes_out_total", "go_goroutines", "process_open_fds",
+		"weir_open_files_budget_used", "weir_open_files_budget_limit", "weir_open_files_rlimit",
+		"weir_mmap_budget_used", "weir_mmap_budget_limit", "weir_mmap_max_map_count",
+		"weir_log_dir_resource_refusals_total", "weir_replica_log_create_failures_total",
 	} {
 		before.must(t, name)
+	}
+	if used, limit := before.must(t, "weir_open_files_budget_used"), before.must(t, "weir_open_files_budget_limit"); used < 0 || limit <= used {
+		t.Errorf("descriptor budget: %v used of %v", used, limit)
 	}
 	if v := before.must(t, "weir_controller_active"); v != 1 {
 		t.Errorf("weir_controller_active = %v on a single broker", v)

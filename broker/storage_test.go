@@ -5,12 +5,19 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/weir-mq/weir/segment"
 )
 
 func TestLogDirLockRefusesSecondBroker(t *testing.T) {
@@ -90,4 +97,56 @@ func TestDataDirFileModes(t *testing.T) {
 			t.Errorf("no %s file under the data dir: the check did not cover it", name)
 		}
 	}
+}
+
+// A broker with a small descriptor budget refuses topics and partitions past it with a clear
+// POLICY_VIOLATION, before the controller is asked; existing partitions keep serving and the log
+// dir stays online.
+func TestPartitionBudgetRefusesCreation(t *testing.T) {
+	files, _ := segment.Usage()
+	// Room for five more segments in this process.
+	budget := files + 5*segment.DescriptorsPerSegment
+	b := startBroker(t, map[string]string{"metrics.listener": "", "storage.descriptor.budget": strconv.FormatInt(budget, 10)})
+	createTopic(t, b.Addr(), "fits", 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newKgo(t, b.Addr()))
+	checkRefusal := func(what string, err error, msg string) {
+		t.Helper()
+		if !errors.Is(err, kerr.PolicyViolation) {
+			t.Fatalf("%s: %v, want POLICY_VIOLATION", what, err)
+		}
+		if !strings.Contains(msg, "partition budget exhausted") || !strings.Contains(msg, "RLIMIT_NOFILE=") {
+			t.Fatalf("%s: message %q does not say why", what, msg)
+		}
+	}
+	resps, err := adm.CreateTopics(ctx, 3, 1, nil, "toomany")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := resps["toomany"]
+	checkRefusal("create topic past the budget", resp.Err, resp.ErrMessage)
+	cp, err := adm.CreatePartitions(ctx, 3, "fits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRefusal("create partitions past the budget", cp["fits"].Err, cp["fits"].ErrMessage)
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topics.Has("toomany") || len(topics["fits"].Partitions) != 3 {
+		t.Fatalf("refused creations took effect: %v", topics.Names())
+	}
+	// The existing partitions serve, the dir is online, and what fits is still created.
+	produceN(t, b.Addr(), "fits", 0, 100)
+	if got := consumeKgo(t, b.Addr(), "fits", 100, 20*time.Second); len(got) == 0 {
+		t.Fatal("nothing consumed from the existing topic")
+	}
+	for _, d := range b.Logs().Dirs() {
+		if d.Err() != nil {
+			t.Fatalf("log dir %s offline: %v", d.Path, d.Err())
+		}
+	}
+	createTopic(t, b.Addr(), "lastfits", 2, nil)
 }
