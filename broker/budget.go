@@ -24,7 +24,8 @@ import (
 // the metadata store (bolt, snapshots, Raft and controller connections), follower fetch
 // connections, checkpoint and snapshot temporary files, the cleaner's segment being written and
 // directory syncs, plus the client connections: max.connections when it is set lower than a fifth
-// of the limit, else a fifth of the limit. Mappings: a tenth of vm.max_map_count, at least 4096,
+// of the limit, else a fifth of the limit; the reserve is at most half the limit (a small limit
+// still leaves room for some partitions). Mappings: a tenth of vm.max_map_count, at least 4096,
 // for the Go runtime's heap arenas, thread stacks and shared libraries.
 const (
 	descriptorReserveFixed = 512
@@ -88,11 +89,9 @@ func computeBudget(cfg *Config) (*engine.Budget, error) {
 	case fdKey > 0:
 		b.MaxDescriptors = fdKey
 	case fdKey == -1 && soft > 0:
-		conns := min(cfg.int64("max.connections"), int64(soft)/5)
-		b.MaxDescriptors = max(int64(soft)-descriptorReserveFixed-conns, 0)
-		if b.MaxDescriptors == 0 {
-			b.MaxDescriptors = 1 // the limit is too low for any partition: refuse them clearly
-		}
+		limit := int64(soft)
+		reserve := min(descriptorReserveFixed+min(cfg.int64("max.connections"), limit/5), limit/2)
+		b.MaxDescriptors = max(limit-reserve, 1)
 	}
 	b.MappingLimit = readMaxMapCount()
 	switch {
