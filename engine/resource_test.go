@@ -275,3 +275,39 @@ func TestBudgetRefusesCreateAndRoll(t *testing.T) {
 	}
 	checkOffsetLog(t, l, acked, 0)
 }
+
+// A follower copying its leader rolls too: a roll refused for lack of a mapping fails that
+// AppendStored (the fetcher retries it) without taking the follower's log dir offline.
+func TestFollowerRollOutOfMappingsIsRetried(t *testing.T) {
+	fsys := vfs.NewFaultFS(vfs.OS)
+	m, _ := openResourceManager(t, fsys, nil)
+	l, err := m.CreateLog(TopicPartition{"f", 0}, [16]byte{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[int64]int64{}
+	for l.active.Size() < faultConfig().SegmentBytes-512 {
+		base := l.LogEndOffset()
+		info, err := l.AppendStored(offsetBatch(base, 3, time.Now().UnixMilli()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[base] = info.LastOffset
+	}
+	segs, base := len(l.Segments()), l.LogEndOffset()
+	fsys.FailNextMap(syscall.ENOMEM)
+	_, err = l.AppendStored(offsetBatch(base, 40, time.Now().UnixMilli()))
+	checkRefused(t, m, err, syscall.ENOMEM)
+	if len(l.Segments()) != segs || l.LogEndOffset() != base {
+		t.Fatalf("refused roll changed the log: %d segments, end %d", len(l.Segments()), l.LogEndOffset())
+	}
+	info, err := l.AppendStored(offsetBatch(base, 40, time.Now().UnixMilli()))
+	if err != nil {
+		t.Fatalf("retried follower append: %v", err)
+	}
+	acked[base] = info.LastOffset
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	checkOffsetLog(t, l, acked, 0)
+}
