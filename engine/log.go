@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -269,7 +270,13 @@ func (l *Log) writableLocked() error {
 func (l *Log) appendLocked(batch []byte, h *record.Header) (AppendInfo, error) {
 	if l.shouldRollLocked(h, int64(len(batch))) {
 		if err := l.rollLocked(h.BaseOffset); err != nil {
-			return AppendInfo{}, l.logDir.Fail(err)
+			refused := l.logDir.Fail(err)
+			if !errors.Is(refused, ErrResourceExhausted) || !l.fitsActiveLocked(h, int64(len(batch))) {
+				return AppendInfo{}, refused
+			}
+			// A roll that was only due (segment.ms, or segment.bytes with room left) and was
+			// refused for lack of a resource: the batch still fits the active segment, so it
+			// goes there; the next append tries the roll again.
 		}
 	}
 	pos, err := l.active.Append(batch, h)
@@ -310,6 +317,13 @@ func (l *Log) shouldRollLocked(h *record.Header, size int64) bool {
 		waited = l.config().now().Sub(s.Created()).Milliseconds()
 	}
 	return waited > l.config().SegmentMs
+}
+
+// fitsActiveLocked reports whether the batch can still be appended to the active segment: its
+// positions and offsets fit the indexes and the segment stays within segment.bytes.
+func (l *Log) fitsActiveLocked(h *record.Header, size int64) bool {
+	s := l.active
+	return s.Size()+size <= l.config().SegmentBytes && s.Size()+size <= math.MaxInt32 && s.CanHold(h.LastOffset())
 }
 
 // rollLocked seals the active segment and starts a new one at baseOffset. The old segment's

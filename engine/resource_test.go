@@ -311,3 +311,40 @@ func TestFollowerRollOutOfMappingsIsRetried(t *testing.T) {
 	}
 	checkOffsetLog(t, l, acked, 0)
 }
+
+// A roll that is only due by time (segment.ms) and is refused for lack of a resource does not fail
+// the append: the batch still fits the active segment and goes there; a later append rolls.
+func TestTimeRollRefusedAppendsToActive(t *testing.T) {
+	fsys := vfs.NewFaultFS(vfs.OS)
+	m, _ := openResourceManager(t, fsys, nil)
+	l, err := m.CreateLog(TopicPartition{"time", 0}, [16]byte{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := l.Config()
+	cfg.SegmentMs = 1000
+	l.SetConfig(cfg)
+	ts := time.Now().UnixMilli()
+	acked := map[int64]int64{}
+	for i, at := range []int64{ts, ts + 5000, ts + 10000} {
+		if i == 1 {
+			fsys.FailNextMap(syscall.ENOMEM)
+		}
+		base := l.LogEndOffset()
+		info, err := l.Append(offsetBatch(base, 2, at))
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		acked[base] = info.LastOffset
+		if want := []int{1, 1, 2}[i]; len(l.Segments()) != want {
+			t.Fatalf("after append %d: %d segments, want %d", i, len(l.Segments()), want)
+		}
+	}
+	if m.Dirs()[0].Refusals() != 1 || m.Dirs()[0].Err() != nil {
+		t.Fatalf("refusals %d, dir error %v", m.Dirs()[0].Refusals(), m.Dirs()[0].Err())
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	checkOffsetLog(t, l, acked, 0)
+}
