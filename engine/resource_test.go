@@ -348,3 +348,21 @@ func TestTimeRollRefusedAppendsToActive(t *testing.T) {
 	}
 	checkOffsetLog(t, l, acked, 0)
 }
+
+func TestMappingBudgetRefusesCreate(t *testing.T) {
+	fsys := vfs.NewFaultFS(vfs.OS)
+	_, maps := segment.Usage()
+	// Room for two more segments (two index mappings and room for a read mapping each).
+	budget := &Budget{MaxMappings: maps + 2*(segment.IndexMappingsPerSegment+1), MappingLimit: 65530}
+	m, _ := openResourceManager(t, fsys, budget)
+	for i := range 2 {
+		if _, err := m.CreateLog(TopicPartition{"m", int32(i)}, [16]byte{1}); err != nil {
+			t.Fatalf("create %d within the budget: %v", i, err)
+		}
+	}
+	_, err := m.CreateLog(TopicPartition{"m", 2}, [16]byte{1})
+	checkRefused(t, m, err, nil)
+	if !IsBudgetError(err) || !strings.Contains(err.Error(), "vm.max_map_count=65530") {
+		t.Fatalf("refusal %v: want a budget error naming vm.max_map_count", err)
+	}
+}
