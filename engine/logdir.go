@@ -24,7 +24,10 @@ var ErrResourceExhausted = errors.New("resource exhausted")
 // nothing is retried (after a failed fsync the page cache state is unknown). What was stored
 // before stays readable; a restart recovers it.
 //
-// Running out of a resource is not a disk failure: Fail refuses only the operation whose cause
+// Running out of a resource is not a disk failure. Kafka takes a log dir offline on any
+// IOException of a roll or checkpoint, "Too many open files" included, so any client allowed to
+// create topics could take every partition of a broker offline; weir does not. Fail refuses only
+// the operation whose cause
 // vfs.IsResourceExhausted recognises (a create, a roll, a checkpoint write) and leaves the
 // directory online; the operation is retried (the next append rolls again, the next interval
 // writes the checkpoint again).
