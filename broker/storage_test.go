@@ -126,6 +126,10 @@ func TestPartitionBudgetRefusesCreation(t *testing.T) {
 	}
 	resp := resps["toomany"]
 	checkRefusal("create topic past the budget", resp.Err, resp.ErrMessage)
+	// Creating a topic that exists still answers TOPIC_ALREADY_EXISTS.
+	if resps, err := adm.CreateTopics(ctx, 3, 1, nil, "fits"); err != nil || !errors.Is(resps["fits"].Err, kerr.TopicAlreadyExists) {
+		t.Fatalf("create an existing topic with the budget exhausted: %v %v", err, resps["fits"].Err)
+	}
 	cp, err := adm.CreatePartitions(ctx, 3, "fits")
 	if err != nil {
 		t.Fatal(err)
