@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,9 +90,17 @@ func New(cfg *Config) (*Broker, error) {
 			return nil, fmt.Errorf("log dir %s: %w", d, err)
 		}
 	}
-	// Each log dir is locked for the broker's life, before anything in it is read or written: a
-	// second broker on a dir in use stops here, naming the dir.
-	for _, d := range dirs {
+	// Each log dir (and metadata.log.dir when it is another directory, as Kafka locks it too) is
+	// locked for the broker's life, before anything in it is read or written: a second broker on
+	// a dir in use stops here, naming the dir.
+	lockDirs := dirs
+	if md := cfg.str("metadata.log.dir"); md != "" && !slices.Contains(dirs, md) {
+		if err := os.MkdirAll(md, vfs.DirMode); err != nil {
+			return nil, fmt.Errorf("metadata.log.dir %s: %w", md, err)
+		}
+		lockDirs = append(slices.Clip(dirs), md)
+	}
+	for _, d := range lockDirs {
 		lk, err := vfs.LockDir(d)
 		if err != nil {
 			b.unlockDirs()

@@ -154,3 +154,19 @@ func TestPartitionBudgetRefusesCreation(t *testing.T) {
 	}
 	createTopic(t, b.Addr(), "lastfits", 2, nil)
 }
+
+// A separate metadata.log.dir is locked too.
+func TestMetadataLogDirLocked(t *testing.T) {
+	meta := t.TempDir()
+	startBroker(t, map[string]string{"metrics.listener": "", "metadata.log.dir": meta})
+	cfg, err := NewConfig(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": t.TempDir(), "metadata.log.dir": meta, "metrics.listener": ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := New(cfg); err == nil {
+		b.Shutdown(context.Background())
+		t.Fatal("a second broker started on a metadata.log.dir in use")
+	} else if !strings.Contains(err.Error(), meta) {
+		t.Fatalf("refusal %q does not name the dir", err)
+	}
+}
