@@ -241,7 +241,9 @@ func (f *flushState) cycle(l *Log) {
 		f.publish()
 		return
 	}
-	f.refused.Store(nil)
+	if f.refused.Load() != nil {
+		f.refused.Store(nil)
+	}
 	if o := l.config().Observer; o != nil {
 		o.ObserveFsync(time.Since(start), appends)
 	}
