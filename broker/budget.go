@@ -6,7 +6,6 @@ package broker
 // replica manager creates a log) and when segments roll, and reported in the metrics.
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -24,9 +23,9 @@ import (
 // the metadata store (bolt, snapshots, Raft and controller connections), follower fetch
 // connections, checkpoint and snapshot temporary files, the cleaner's segment being written and
 // directory syncs, plus the client connections: max.connections when it is set lower than a fifth
-// of the limit, else a fifth of the limit; the reserve is at most half the limit (a small limit
-// still leaves room for some partitions). Mappings: a tenth of vm.max_map_count, at least 4096,
-// for the Go runtime's heap arenas, thread stacks and shared libraries.
+// of the limit, else a fifth of the limit. Mappings: a tenth of vm.max_map_count, at least 4096,
+// for the Go runtime's heap arenas, thread stacks and shared libraries. Either reserve is at most
+// half the limit, so a small limit still leaves room for some partitions.
 const (
 	descriptorReserveFixed = 512
 	mappingReserveMin      = 4096
@@ -98,7 +97,7 @@ func computeBudget(cfg *Config) (*engine.Budget, error) {
 	case mapKey > 0:
 		b.MaxMappings = mapKey
 	case mapKey == -1 && b.MappingLimit > 0:
-		b.MaxMappings = max(b.MappingLimit-max(mappingReserveMin, b.MappingLimit/10), 1)
+		b.MaxMappings = max(b.MappingLimit-min(max(mappingReserveMin, b.MappingLimit/10), b.MappingLimit/2), 1)
 	}
 	if b.MaxMappings > 0 {
 		// Optional read mappings stop at three quarters of the budget, keeping the rest for
@@ -146,6 +145,3 @@ func (b *Broker) localReplicas(partitions int32, rf int16, assignment [][]int32)
 	total := int64(partitions) * int64(max(rf, 1))
 	return min((total+brokers-1)/brokers, int64(partitions))
 }
-
-// isBudgetRefusal reports whether err is a refusal for lack of a resource (budget or kernel).
-func isBudgetRefusal(err error) bool { return errors.Is(err, engine.ErrResourceExhausted) }
