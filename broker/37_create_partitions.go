@@ -92,6 +92,9 @@ func (b *Broker) createPartitions(rt kmsg.CreatePartitionsRequestTopic, validate
 			assignment = append(assignment, a.Replicas)
 		}
 	}
+	if err := b.checkPartitionBudget(b.localReplicas(rt.Count-t.Partitions, int16(len(t.Assign[0].Replicas)), assignment)); err != nil {
+		return fmt.Errorf("topic %s: %w", t.Name, err)
+	}
 	if validateOnly {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
 	"github.com/weir-mq/weir/replication"
+	"github.com/weir-mq/weir/vfs"
 )
 
 // Version is weir's version string, reported at start-up.
@@ -45,6 +47,12 @@ type Broker struct {
 	advertised []ListenerSpec
 	// topicMu serializes topic creation and deletion.
 	topicMu sync.Mutex
+
+	// budget bounds the descriptors and mappings of the partitions' segments (budget.go).
+	budget *engine.Budget
+
+	// dirLocks are the log dirs' .lock files, held from New until Shutdown (or a failed New).
+	dirLocks []*vfs.DirLock
 
 	obs brokerObs // metrics, /healthz, /readyz, the admin listener (metrics.go)
 
@@ -85,14 +93,38 @@ func New(cfg *Config) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, nodeID: cfg.NodeID()}
 	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, vfs.DirMode); err != nil {
 			return nil, fmt.Errorf("log dir %s: %w", d, err)
 		}
 	}
+	// Each log dir (and metadata.log.dir when it is another directory, as Kafka locks it too) is
+	// locked for the broker's life, before anything in it is read or written: a second broker on
+	// a dir in use stops here, naming the dir.
+	lockDirs := dirs
+	if md := cfg.str("metadata.log.dir"); md != "" && !slices.Contains(dirs, md) {
+		if err := os.MkdirAll(md, vfs.DirMode); err != nil {
+			return nil, fmt.Errorf("metadata.log.dir %s: %w", md, err)
+		}
+		lockDirs = append(slices.Clip(dirs), md)
+	}
+	for _, d := range lockDirs {
+		lk, err := vfs.LockDir(d)
+		if err != nil {
+			b.unlockDirs()
+			return nil, err
+		}
+		b.dirLocks = append(b.dirLocks, lk)
+	}
+	if b.budget, err = computeBudget(cfg); err != nil {
+		b.unlockDirs()
+		return nil, err
+	}
 	if b.clusterID, err = loadMetaProperties(dirs, b.nodeID, cfg.str("cluster.id")); err != nil {
+		b.unlockDirs()
 		return nil, err
 	}
 	if err := b.bind(); err != nil {
+		b.unlockDirs()
 		return nil, err
 	}
 	fail := func(err error) (*Broker, error) {
@@ -101,6 +133,7 @@ func New(cfg *Config) (*Broker, error) {
 		}
 		b.closeListeners()
 		b.stopObs()
+		b.unlockDirs()
 		return nil, err
 	}
 	b.initObs() // the admin listener answers /healthz and /readyz during start-up (metrics.go)
@@ -115,6 +148,7 @@ func New(cfg *Config) (*Broker, error) {
 	}
 	b.logs, err = engine.OpenManager(engine.ManagerConfig{
 		Dirs:                       dirs,
+		Budget:                     b.budget,
 		ConfigFor:                  b.logConfigFor,
 		RecoveryThreadsPerDir:      int(cfg.int64("num.recovery.threads.per.data.dir")),
 		RetentionCheckInterval:     cfg.duration("log.retention.check.interval.ms"),
@@ -301,11 +335,22 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.closeGroups()
 	errs = append(errs, b.ctl.Close())
 	errs = append(errs, b.logs.Close())
+	b.unlockDirs()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	slog.Info("weir broker stopped cleanly")
 	return nil
+}
+
+// unlockDirs releases the log dirs' locks.
+func (b *Broker) unlockDirs() {
+	for _, lk := range b.dirLocks {
+		if err := lk.Unlock(); err != nil {
+			slog.Warn("releasing log dir lock", "dir", lk.Dir(), "err", err)
+		}
+	}
+	b.dirLocks = nil
 }
 
 // Logs exposes the log manager (tests, tools).
@@ -352,7 +397,9 @@ func loadMetaProperties(dirs []string, nodeID int32, configured string) (string,
 		_, _ = rand.Read(raw[:])
 		s := fmt.Sprintf("#\n#%s\ncluster.id=%s\ndirectory.id=%s\nnode.id=%d\nversion=1\n",
 			time.Now().UTC().Format(time.UnixDate), clusterID, base64.RawURLEncoding.EncodeToString(raw[:]), nodeID)
-		if err := os.WriteFile(m.path, []byte(s), 0o644); err != nil {
+		// Atomically (temp file, fsync, rename, directory fsync): a crash never leaves a
+		// truncated meta.properties that would stop the next start.
+		if err := vfs.WriteFileAtomic(vfs.OS, m.path, []byte(s)); err != nil {
 			return "", fmt.Errorf("write %s: %w", m.path, err)
 		}
 	}

@@ -187,6 +187,16 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment
 			return Topic{}, fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
 		}
 	}
+	// Refused here, before the controller is asked, when this broker's share of the replicas
+	// would not fit its descriptor and mapping budget (each replica checks again as it creates
+	// its log).
+	// A topic that exists is left to the controller's TOPIC_ALREADY_EXISTS ("create if absent"
+	// clients rely on it, budget or not).
+	if _, exists := b.ctl.Image().Topics[name]; !exists {
+		if err := b.checkPartitionBudget(b.localReplicas(partitions, rf, assignment)); err != nil {
+			return Topic{}, fmt.Errorf("topic %s: %w", name, err)
+		}
+	}
 	vo := validateOnly != nil && *validateOnly
 	ctx, cancel := b.requestCtx()
 	defer cancel()

@@ -266,16 +266,24 @@ var (
 	descConnections     = prometheus.NewDesc("weir_connections", "Open client connections (all listeners).", nil, nil)
 	descPanics          = prometheus.NewDesc("weir_handler_panics_total", "Request handler panics recovered (each closed its connection); should stay 0.", nil, nil)
 	// The transport's memory and connection bounds (netio/budget.go, docs/limits-memory.md).
-	descHeldBytes     = prometheus.NewDesc("weir_request_bytes_held", "Bytes of request frames read (or being read) and not yet released, all connections (bounded by queued.max.request.bytes).", nil, nil)
-	descHeldRequests  = prometheus.NewDesc("weir_requests_in_flight", "Requests read and not yet answered, all connections.", nil, nil)
-	descMuted         = prometheus.NewDesc("weir_connections_muted", "Connections whose reader waits for room now (queued.max.request.bytes[.per.connection], the in-flight limit or queued.max.requests) instead of reading.", nil, nil)
-	descMutes         = prometheus.NewDesc("weir_connection_mutes_total", "Times a connection's reader had to wait for room before reading a request.", nil, nil)
-	descRefused       = prometheus.NewDesc("weir_connections_refused_total", "Connections closed at accept, by the limit that refused them.", []string{"limit"}, nil)
-	descThrottled     = prometheus.NewDesc("weir_connection_accepts_throttled_total", "Accepts delayed by max.connection.creation.rate (broker-wide or a listener's).", nil, nil)
-	descAcceptBlocked = prometheus.NewDesc("weir_listeners_accept_blocked", "Listeners not accepting now because max.connections (or the listener's own max.connections) is reached.", nil, nil)
-	descLogDirOnline  = prometheus.NewDesc("weir_log_dir_online", "1 when the log dir is online, 0 after a write or fsync failure made it read-only (KAFKA_STORAGE_ERROR).", []string{"dir"}, nil)
-	descInfo          = prometheus.NewDesc("weir_broker_info", "Constant 1, labelled with this broker's version, node id and cluster id.", []string{"version", "node_id", "cluster_id"}, nil)
-	descReady         = prometheus.NewDesc("weir_broker_ready", "1 when /readyz answers 200, else 0.", nil, nil)
+	descHeldBytes       = prometheus.NewDesc("weir_request_bytes_held", "Bytes of request frames read (or being read) and not yet released, all connections (bounded by queued.max.request.bytes).", nil, nil)
+	descHeldRequests    = prometheus.NewDesc("weir_requests_in_flight", "Requests read and not yet answered, all connections.", nil, nil)
+	descMuted           = prometheus.NewDesc("weir_connections_muted", "Connections whose reader waits for room now (queued.max.request.bytes[.per.connection], the in-flight limit or queued.max.requests) instead of reading.", nil, nil)
+	descMutes           = prometheus.NewDesc("weir_connection_mutes_total", "Times a connection's reader had to wait for room before reading a request.", nil, nil)
+	descRefused         = prometheus.NewDesc("weir_connections_refused_total", "Connections closed at accept, by the limit that refused them.", []string{"limit"}, nil)
+	descThrottled       = prometheus.NewDesc("weir_connection_accepts_throttled_total", "Accepts delayed by max.connection.creation.rate (broker-wide or a listener's).", nil, nil)
+	descAcceptBlocked   = prometheus.NewDesc("weir_listeners_accept_blocked", "Listeners not accepting now because max.connections (or the listener's own max.connections) is reached.", nil, nil)
+	descLogDirOnline    = prometheus.NewDesc("weir_log_dir_online", "1 when the log dir is online, 0 after a write or fsync failure made it read-only (KAFKA_STORAGE_ERROR).", []string{"dir"}, nil)
+	descInfo            = prometheus.NewDesc("weir_broker_info", "Constant 1, labelled with this broker's version, node id and cluster id.", []string{"version", "node_id", "cluster_id"}, nil)
+	descReady           = prometheus.NewDesc("weir_broker_ready", "1 when /readyz answers 200, else 0.", nil, nil)
+	descFilesUsed       = prometheus.NewDesc("weir_open_files_budget_used", "Descriptors held by partition segments in this process (3 per segment).", nil, nil)
+	descFilesLimit      = prometheus.NewDesc("weir_open_files_budget_limit", "Descriptors partition segments may hold (storage.descriptor.budget; derived from RLIMIT_NOFILE): creating partitions or rolling segments past it is refused. 0 = no budget.", nil, nil)
+	descFilesRlimit     = prometheus.NewDesc("weir_open_files_rlimit", "RLIMIT_NOFILE soft limit after start-up raised it to the hard limit.", nil, nil)
+	descMapsUsed        = prometheus.NewDesc("weir_mmap_budget_used", "Memory mappings held by partition segments in this process (2 index mappings per segment, plus read mappings).", nil, nil)
+	descMapsLimit       = prometheus.NewDesc("weir_mmap_budget_limit", "Memory mappings partition segments may hold (storage.mapping.budget; derived from vm.max_map_count). 0 = no budget.", nil, nil)
+	descMapsSysctl      = prometheus.NewDesc("weir_mmap_max_map_count", "vm.max_map_count read at start.", nil, nil)
+	descRefusals        = prometheus.NewDesc("weir_log_dir_resource_refusals_total", "Operations (log creation, roll, checkpoint, flush) refused for lack of a descriptor, mapping or memory, or by the budget; the log dir stayed online.", []string{"dir"}, nil)
+	descReplicaFailures = prometheus.NewDesc("weir_replica_log_create_failures_total", "Replica logs assigned to this broker that could not be created (retried every 5 s).", nil, nil)
 )
 
 var groupStates = []string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable"}
@@ -285,7 +293,8 @@ func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 		descReplicaLag, descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
 		descControllerActv, descControllerID, descBrokers, descGroups, descRebalStarted, descRebalDone,
 		descConnections, descPanics, descLogDirOnline, descInfo, descReady,
-		descHeldBytes, descHeldRequests, descMuted, descMutes, descRefused, descAcceptBlocked, descThrottled} {
+		descHeldBytes, descHeldRequests, descMuted, descMutes, descRefused, descAcceptBlocked, descThrottled,
+		descFilesUsed, descFilesLimit, descFilesRlimit, descMapsUsed, descMapsLimit, descMapsSysctl, descRefusals, descReplicaFailures} {
 		ch <- d
 	}
 }
@@ -323,7 +332,19 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 			online = 0
 		}
 		gauge(descLogDirOnline, online, d.Path)
+		counter(descRefusals, float64(d.Refusals()), d.Path)
 	}
+	// The descriptor and mapping budget (budget.go).
+	if bg := b.budget; bg != nil {
+		files, maps := bg.Usage()
+		gauge(descFilesUsed, float64(files))
+		gauge(descFilesLimit, float64(bg.MaxDescriptors))
+		gauge(descFilesRlimit, float64(bg.DescriptorLimit))
+		gauge(descMapsUsed, float64(maps))
+		gauge(descMapsLimit, float64(bg.MaxMappings))
+		gauge(descMapsSysctl, float64(bg.MappingLimit))
+	}
+	counter(descReplicaFailures, float64(b.rm.createFailures.Load()))
 	// Follower lag, on the leader.
 	b.rm.mu.RLock()
 	reps := make([]*replica, 0, len(b.rm.parts))

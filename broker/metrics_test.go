@@ -126,8 +126,14 @@ func TestMetricsEndpoint(t *testing.T) {
 		"weir_replication_bytes_out_total", "go_goroutines", "process_open_fds",
 		"weir_request_bytes_held", "weir_requests_in_flight", "weir_connections_muted", "weir_connection_mutes_total",
 		"weir_listeners_accept_blocked", "weir_connection_accepts_throttled_total",
+		"weir_open_files_budget_used", "weir_open_files_budget_limit", "weir_open_files_rlimit",
+		"weir_mmap_budget_used", "weir_mmap_budget_limit", "weir_mmap_max_map_count",
+		"weir_log_dir_resource_refusals_total", "weir_replica_log_create_failures_total",
 	} {
 		before.must(t, name)
+	}
+	if used, limit := before.must(t, "weir_open_files_budget_used"), before.must(t, "weir_open_files_budget_limit"); used < 0 || limit <= used {
+		t.Errorf("descriptor budget: %v used of %v", used, limit)
 	}
 	if v := before.must(t, "weir_controller_active"); v != 1 {
 		t.Errorf("weir_controller_active = %v on a single broker", v)

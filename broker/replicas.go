@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,6 +40,9 @@ type replicaManager struct {
 
 	quit chan struct{}
 	wg   sync.WaitGroup
+
+	// createFailures counts replica logs this broker could not create (metrics).
+	createFailures atomic.Int64
 }
 
 // replica is this broker's replica of one partition.
@@ -86,9 +90,15 @@ func (rm *replicaManager) start() {
 		defer rm.wg.Done()
 		for {
 			ch := rm.b.ctl.Changed()
-			rm.reconcile()
+			var retry <-chan time.Time
+			if !rm.reconcile() {
+				// A replica's log could not be created (a refusal for lack of a resource, or a
+				// budget): try again later even if the image does not change.
+				retry = time.After(replicaCreateRetry)
+			}
 			select {
 			case <-ch:
+			case <-retry:
 			case <-rm.quit:
 				return
 			}
@@ -134,8 +144,14 @@ func (rm *replicaManager) get(tp engine.TopicPartition) *replica {
 	return rm.parts[tp]
 }
 
-// reconcile applies the latest image.
-func (rm *replicaManager) reconcile() {
+// replicaCreateRetry is how long the replica manager waits before trying again to create the logs
+// of replicas it could not create.
+const replicaCreateRetry = 5 * time.Second
+
+// reconcile applies the latest image. It returns false when some replica assigned here has no
+// log yet (its creation failed and was logged; the log dir is not taken offline).
+func (rm *replicaManager) reconcile() (complete bool) {
+	complete = true
 	rm.reconcileMu.Lock()
 	defer rm.reconcileMu.Unlock()
 	b := rm.b
@@ -171,7 +187,9 @@ func (rm *replicaManager) reconcile() {
 		if r == nil {
 			l, err := rm.ensureLog(tp, w.t)
 			if err != nil {
-				slog.Error("creating partition log", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+				complete = false
+				rm.createFailures.Add(1)
+				slog.Error("creating partition log; retrying later", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 				continue
 			}
 			r = &replica{rm: rm, tp: tp, topic: w.t.ID, log: l, epoch: -1, local: len(w.info.Replicas) == 1}
@@ -220,6 +238,7 @@ func (rm *replicaManager) reconcile() {
 	}
 	b.groupsImageChanged(img)
 	_ = leaders
+	return complete
 }
 
 // ensureLog returns tp's log, creating it; a log left by an earlier topic of the same name (a

@@ -34,12 +34,15 @@ import (
 	"strings"
 
 	"github.com/weir-mq/weir/segment"
+	"github.com/weir-mq/weir/vfs"
 )
 
 // swapCleaned swaps ns (a sealed segment with .cleaned files) in for old, a run of consecutive
 // segments of the log, as the file comment says. hook is called after each step (tests crash
 // there); its error stops the swap. A failure after the swap was decided takes the log dir
-// offline: the next open finishes the swap.
+// offline, whatever the cause (even resource exhaustion: a decided swap cannot be abandoned
+// halfway): the next open finishes the swap. A resource failure of the sync that decides it undoes
+// the rename and abandons the cleaning instead.
 func (l *Log) swapCleaned(ns *segment.Segment, old []*segment.Segment, truncations int64, hook func(string) error) error {
 	l.structMu.Lock()
 	defer l.structMu.Unlock()
@@ -51,13 +54,19 @@ func (l *Log) swapCleaned(ns *segment.Segment, old []*segment.Segment, truncatio
 		return errCleanAborted
 	}
 	if err := ns.RenameFiles(segment.SwapSuffix); err != nil {
-		return l.logDir.Fail(err)
+		return l.logDir.failHard(err)
 	}
 	if err := hook("swap-renamed"); err != nil {
 		return err
 	}
 	if err := l.fsys.SyncDir(l.dir); err != nil {
-		return l.logDir.Fail(err)
+		if vfs.IsResourceExhausted(err) && ns.RenameFiles(segment.CleanedSuffix) == nil {
+			// Not decided yet as far as the disk knows (the rename may not be durable): undo
+			// it and give this cleaning up; the log dir stays online.
+			_ = ns.Delete()
+			return l.logDir.Refuse(err)
+		}
+		return l.logDir.failHard(err)
 	}
 	if err := hook("swap-synced"); err != nil {
 		return err
@@ -97,26 +106,26 @@ func (l *Log) swapCleaned(ns *segment.Segment, old []*segment.Segment, truncatio
 
 	for _, s := range old {
 		if err := s.Delete(); err != nil {
-			return l.logDir.Fail(err)
+			return l.logDir.failHard(err)
 		}
 		if err := hook("old-deleted"); err != nil {
 			return err
 		}
 	}
 	if err := l.fsys.SyncDir(l.dir); err != nil {
-		return l.logDir.Fail(err)
+		return l.logDir.failHard(err)
 	}
 	if err := hook("old-synced"); err != nil {
 		return err
 	}
 	if err := ns.RenameFiles(""); err != nil {
-		return l.logDir.Fail(err)
+		return l.logDir.failHard(err)
 	}
 	if err := hook("renamed"); err != nil {
 		return err
 	}
 	if err := l.fsys.SyncDir(l.dir); err != nil {
-		return l.logDir.Fail(err)
+		return l.logDir.failHard(err)
 	}
 	return hook("done")
 }

@@ -20,6 +20,18 @@
 // or flush.ms keep Kafka's page-cache-acknowledgement meaning. The first failed write or sync makes
 // the whole LogDir offline with a sticky KAFKA_STORAGE_ERROR; nothing is retried.
 //
+// Resources (logdir.go, budget.go): running out of descriptors, mappings or memory
+// (vfs.IsResourceExhausted) is not a disk failure. LogDir.Fail refuses only the operation that hit
+// it (ErrResourceExhausted with a retriable KAFKA_STORAGE_ERROR) and the dir stays online: a
+// refused CreateLog leaves no directory behind; a refused roll leaves the active segment active
+// and appendable (the new segment is made before anything changes, and removed if incomplete), the
+// batch goes to the active segment when it still fits (a roll due by segment.ms), else the append
+// fails and the next one rolls again; a refused checkpoint is written at the next interval; a refused
+// flush cycle puts its work back and retries after 100 ms. A Budget (descriptors and mappings held
+// by segments, counted process-wide by the segment package) refuses CreateLog and rolls before the
+// kernel would. The one exception is a cleaner swap once decided: any failure takes the dir
+// offline (the next open finishes it).
+//
 // Retention deletes whole segments, oldest first and never the active one, by retention.ms
 // (judged on a segment's largest timestamp) and retention.bytes, advancing the log start offset,
 // when cleanup.policy includes delete; DeleteRecordsBefore advances it explicitly.

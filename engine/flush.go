@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/weir-mq/weir/segment"
+	"github.com/weir-mq/weir/vfs"
 )
 
 // flushState is a log's group-commit flusher. One goroutine per log runs flush cycles; a cycle
@@ -40,7 +41,16 @@ type flushState struct {
 	appendsUnflushed int
 	// lowestTruncation is the lowest log end set by a truncation since the last snapshot, or -1.
 	lowestTruncation int64
+
+	// refused is the error of the last cycle when it failed for lack of a resource (a descriptor
+	// to sync the directory or write a snapshot, AIO slots): the cycle's work was put back and is
+	// retried shortly, and waiters get this retriable error instead of waiting. Cleared by the
+	// next cycle that succeeds.
+	refused atomic.Pointer[error]
 }
+
+// resourceRetryDelay is how soon a flush cycle refused for lack of a resource is tried again.
+const resourceRetryDelay = 100 * time.Millisecond
 
 func (f *flushState) init(l *Log, flushed int64) {
 	f.flushed.Store(flushed)
@@ -194,16 +204,45 @@ func (f *flushState) cycle(l *Log) {
 	}
 	start := time.Now()
 	err := f.syncAll(l, seal, dirSync, active)
+	written := 0
 	for _, sn := range snapshots {
 		if err != nil {
 			break
 		}
-		err = writeSnapshot(l.fsys, l.dir, sn.offset, sn.data, keepSnapshotsFrom)
+		if err = writeSnapshot(l.fsys, l.dir, sn.offset, sn.data, keepSnapshotsFrom); err == nil {
+			written++
+		}
+	}
+	if err != nil && vfs.IsResourceExhausted(err) {
+		// Not a disk failure: put the work back, let waiters fail with a retriable error, and
+		// try again shortly.
+		refused := l.logDir.Refuse(err)
+		l.mu.Lock()
+		for _, s := range seal {
+			if s == l.active || l.closed {
+				s.Release() // reactivated by a truncation meanwhile, or closing
+				continue
+			}
+			f.pendingSeal = append(f.pendingSeal, s)
+		}
+		f.dirSyncNeeded = f.dirSyncNeeded || dirSync
+		f.pendingSnapshots = append(snapshots[written:len(snapshots):len(snapshots)], f.pendingSnapshots...)
+		l.mu.Unlock()
+		f.refused.Store(&refused)
+		f.publish()
+		time.AfterFunc(resourceRetryDelay, f.wake)
+		return
+	}
+	for _, s := range seal {
+		s.Release()
 	}
 	if err != nil {
 		l.logDir.Fail(err)
 		f.publish()
 		return
+	}
+	if f.refused.Load() != nil {
+		f.refused.Store(nil)
 	}
 	if o := l.config().Observer; o != nil {
 		o.ObserveFsync(time.Since(start), appends)
@@ -232,7 +271,6 @@ func (f *flushState) syncAll(l *Log, seal []*segment.Segment, dirSync bool, acti
 		if firstErr == nil {
 			firstErr = s.Seal()
 		}
-		s.Release()
 	}
 	if firstErr != nil {
 		return firstErr
@@ -278,6 +316,9 @@ func (l *Log) WaitFlushed(upTo int64) error {
 		}
 		if err := l.logDir.Err(); err != nil {
 			return err
+		}
+		if p := f.refused.Load(); p != nil {
+			return *p
 		}
 		if end := l.LogEndOffset(); upTo > end {
 			// A truncation removed offsets being waited for (the log is following a new

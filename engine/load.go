@@ -28,6 +28,8 @@ type OpenOptions struct {
 	// RecoveryPoint and LogStartOffset come from the log dir's checkpoint files (0 when absent).
 	RecoveryPoint  int64
 	LogStartOffset int64
+	// Budget, when set, refuses rolls that would take the process's segments past it.
+	Budget *Budget
 	// CleanerCheckpoint comes from the log dir's cleaner-offset-checkpoint (0 when absent): the
 	// first offset compaction has not reached.
 	CleanerCheckpoint int64
@@ -43,10 +45,10 @@ func OpenLog(o OpenOptions) (*Log, error) {
 		o.LogDir = NewLogDir(filepath.Dir(o.Dir))
 	}
 	o.Config.fillDefaults()
-	l := &Log{dir: o.Dir, topic: o.Topic, partition: o.Partition, fsys: o.FS, logDir: o.LogDir}
+	l := &Log{dir: o.Dir, topic: o.Topic, partition: o.Partition, fsys: o.FS, logDir: o.LogDir, budget: o.Budget}
 	l.cfg.Store(&o.Config)
 	l.clean.cleanedTo.Store(max(o.CleanerCheckpoint, 0))
-	if err := o.FS.MkdirAll(o.Dir, 0o755); err != nil {
+	if err := o.FS.MkdirAll(o.Dir, vfs.DirMode); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", o.Dir, err)
 	}
 	segs, err := l.openSegments()
@@ -60,6 +62,7 @@ func OpenLog(o OpenOptions) (*Log, error) {
 			return nil, fmt.Errorf("open log %s: %w", o.Dir, err)
 		}
 		if err := o.FS.SyncDir(o.Dir); err != nil {
+			s.Close()
 			return nil, fmt.Errorf("open log %s: %w", o.Dir, err)
 		}
 		segs = append(segs, s)

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,8 @@ type Log struct {
 	partition int32
 	fsys      vfs.FS
 	logDir    *LogDir
+	// budget refuses rolls past the process's descriptor and mapping budget (nil = none).
+	budget *Budget
 	// cfg is the configuration, swapped whole by SetConfig; read it with config().
 	cfg atomic.Pointer[Config]
 
@@ -267,7 +270,13 @@ func (l *Log) writableLocked() error {
 func (l *Log) appendLocked(batch []byte, h *record.Header) (AppendInfo, error) {
 	if l.shouldRollLocked(h, int64(len(batch))) {
 		if err := l.rollLocked(h.BaseOffset); err != nil {
-			return AppendInfo{}, l.logDir.Fail(err)
+			refused := l.logDir.Fail(err)
+			if !errors.Is(refused, ErrResourceExhausted) || !l.fitsActiveLocked(h, int64(len(batch))) {
+				return AppendInfo{}, refused
+			}
+			// A roll that was only due (segment.ms, or segment.bytes with room left) and was
+			// refused for lack of a resource: the batch still fits the active segment, so it
+			// goes there; the next append tries the roll again.
 		}
 	}
 	pos, err := l.active.Append(batch, h)
@@ -310,16 +319,31 @@ func (l *Log) shouldRollLocked(h *record.Header, size int64) bool {
 	return waited > l.config().SegmentMs
 }
 
+// fitsActiveLocked reports whether the batch can still be appended to the active segment: its
+// positions and offsets fit the indexes and the segment stays within segment.bytes.
+func (l *Log) fitsActiveLocked(h *record.Header, size int64) bool {
+	s := l.active
+	return s.Size()+size <= l.config().SegmentBytes && s.Size()+size <= math.MaxInt32 && s.CanHold(h.LastOffset())
+}
+
 // rollLocked seals the active segment and starts a new one at baseOffset. The old segment's
 // fdatasync, index trim and the directory sync happen in the flusher, off the append lock.
+//
+// The new segment is created first: when that fails (no descriptor or mapping left, see
+// LogDir.Fail) nothing has changed, the old segment is still active and appendable, no file of the
+// new one is left behind, and the next append tries the roll again.
 func (l *Log) rollLocked(baseOffset int64) error {
-	old := l.active
-	if err := old.MarkInactive(); err != nil {
-		return err
+	if err := l.reserveSegmentLocked(); err != nil {
+		return fmt.Errorf("roll %s at %d: %w", l.dir, baseOffset, err)
 	}
 	seg, err := segment.Create(l.fsys, l.dir, baseOffset, l.config().segmentConfig(), l.config().now())
 	if err != nil {
 		return fmt.Errorf("roll %s at %d: %w", l.dir, baseOffset, err)
+	}
+	old := l.active
+	if err := old.MarkInactive(); err != nil {
+		_ = seg.Delete()
+		return err
 	}
 	l.flush.rolled(old)
 	l.flush.snapshotLocked(baseOffset, l.producers.encodeSnapshot())
@@ -327,6 +351,12 @@ func (l *Log) rollLocked(baseOffset int64) error {
 	segs := append(append(make([]*segment.Segment, 0, len(l.Segments())+1), l.Segments()...), seg)
 	l.segments.Store(&segs)
 	return nil
+}
+
+// reserveSegmentLocked refuses a roll that would take the process's segments past the budget
+// (ErrResourceExhausted: the append fails with a retriable error, the log dir stays online).
+func (l *Log) reserveSegmentLocked() error {
+	return l.budget.CheckSegments(1)
 }
 
 // Roll forces a roll if the active segment holds data.

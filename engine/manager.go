@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -29,6 +30,10 @@ type ManagerConfig struct {
 	RetentionCheckInterval time.Duration
 	// CheckpointInterval is log.flush.offset.checkpoint.interval.ms (0 = 1 minute; <0 disables).
 	CheckpointInterval time.Duration
+
+	// Budget, when set, bounds the descriptors and mappings of the process's segments: creating
+	// a log or rolling a segment past it is refused (ErrResourceExhausted, budget.go).
+	Budget *Budget
 
 	// Compaction (cleaner_manager.go).
 	// CleanerThreads is log.cleaner.threads (0 = 1; < 0 disables the cleaner, as
@@ -149,7 +154,7 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 // prepareDir reads a log dir's checkpoints and consumes its clean-shutdown marker: it is removed
 // (durably) before any log is served, so a crash from now on is seen as unclean.
 func (m *Manager) prepareDir(path string) (*dirState, error) {
-	if err := m.fsys.MkdirAll(path, 0o755); err != nil {
+	if err := m.fsys.MkdirAll(path, vfs.DirMode); err != nil {
 		return nil, fmt.Errorf("log dir %s: %w", path, err)
 	}
 	d := &dirState{LogDir: NewLogDir(path)}
@@ -230,7 +235,7 @@ func (m *Manager) openLog(d *dirState, tp TopicPartition) error {
 	dir := filepath.Join(d.Path, tp.String())
 	l, err := OpenLog(OpenOptions{
 		FS: m.fsys, LogDir: d.LogDir, Dir: dir, Topic: tp.Topic, Partition: tp.Partition,
-		Config: m.configFor(tp.Topic), CleanShutdown: d.clean,
+		Config: m.configFor(tp.Topic), CleanShutdown: d.clean, Budget: m.cfg.Budget,
 		RecoveryPoint: d.recoveryPoints[tp], LogStartOffset: d.logStarts[tp],
 		CleanerCheckpoint: d.cleanerPoints[tp],
 	})
@@ -306,6 +311,9 @@ func (m *Manager) CreateLog(tp TopicPartition, topicID [16]byte) (*Log, error) {
 	if d == nil {
 		return nil, fmt.Errorf("create log %s: every log dir is offline: %w", tp, m.dirs[0].Err())
 	}
+	if err := m.cfg.Budget.CheckSegments(1); err != nil {
+		return nil, fmt.Errorf("create log %s: %w", tp, d.Refuse(err))
+	}
 	// A directory left there (a deleted log whose removal failed) holds another topic's records:
 	// remove it first, and never open it as the new log.
 	for _, cand := range m.dirs {
@@ -320,16 +328,37 @@ func (m *Manager) CreateLog(tp TopicPartition, topicID [16]byte) (*Log, error) {
 		}
 	}
 	dir := filepath.Join(d.Path, tp.String())
-	l, err := OpenLog(OpenOptions{FS: m.fsys, LogDir: d.LogDir, Dir: dir, Topic: tp.Topic, Partition: tp.Partition, Config: m.configFor(tp.Topic), CleanShutdown: true})
+	_, statErr := m.fsys.Stat(dir)
+	fresh := errors.Is(statErr, fs.ErrNotExist)
+	// A log that cannot be completed is removed (when this call made its directory), so a
+	// refused creation leaves nothing half-made and can be retried.
+	abandon := func(l *Log) {
+		if l != nil && fresh {
+			_ = l.deleteFiles()
+		} else if l != nil {
+			_ = l.Close()
+		}
+		if fresh {
+			_ = os.RemoveAll(dir)
+		}
+	}
+	l, err := OpenLog(OpenOptions{FS: m.fsys, LogDir: d.LogDir, Dir: dir, Topic: tp.Topic, Partition: tp.Partition, Config: m.configFor(tp.Topic), CleanShutdown: true, Budget: m.cfg.Budget})
 	if err != nil {
-		return nil, err
+		abandon(nil)
+		if vfs.IsResourceExhausted(err) {
+			return nil, fmt.Errorf("create log %s: %w", tp, d.Refuse(err))
+		}
+		return nil, fmt.Errorf("create log %s: %w", tp, err)
 	}
 	if err := WritePartitionMetadata(m.fsys, dir, topicID); err != nil {
-		l.Close()
+		abandon(l)
+		if vfs.IsResourceExhausted(err) {
+			return nil, fmt.Errorf("create log %s: %w", tp, d.Refuse(err))
+		}
 		return nil, err
 	}
 	if err := m.fsys.SyncDir(d.Path); err != nil {
-		l.Close()
+		abandon(l)
 		return nil, d.Fail(err)
 	}
 	m.logs[tp] = l

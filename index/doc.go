@@ -9,7 +9,8 @@
 //	int64 timestamp (max timestamp seen so far in the segment) | int32 relativeOffset
 //
 // Files are preallocated to log.index.size.max.bytes (rounded down to a whole entry, at least one)
-// and mmap'd read-write with github.com/edsrzf/mmap-go. TrimToValidSize truncates the file to the
+// and mmap'd read-write with github.com/edsrzf/mmap-go, opened (0600) and mapped through vfs.OpenRaw
+// and vfs.Map so tests can inject EMFILE or ENOMEM. TrimToValidSize truncates the file to the
 // written entries; it is called on roll and close, so a cleanly shut down index re-opens with
 // entries = size / entrySize and is never rebuilt. An index that was not trimmed (a crash) re-opens
 // without its trailing all-zero entries, the unwritten preallocation: no index writes an all-zero

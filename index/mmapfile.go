@@ -10,6 +10,8 @@ import (
 
 	"github.com/edsrzf/mmap-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/weir-mq/weir/vfs"
 )
 
 // Errors returned by the indexes; callers match them with errors.Is (they are wrapped with the
@@ -75,11 +77,14 @@ type mappedFile struct {
 // open opens or creates path, grows it to the index's maximum size and maps it. Existing entries
 // are counted from the file's length; trailing all-zero entries, the unwritten preallocation of a
 // file that was never trimmed, are not counted (see writtenEntries).
-func (m *mappedFile) open(kind, path string, baseOffset int64, maxIndexBytes, entrySize int) (err error) {
+func (m *mappedFile) open(fsys vfs.FS, kind, path string, baseOffset int64, maxIndexBytes, entrySize int) (err error) {
+	if fsys == nil {
+		fsys = vfs.OS
+	}
 	m.kind, m.path, m.baseOffset, m.entrySize = kind, path, baseOffset, entrySize
 	fail := func(err error) error { return fmt.Errorf("open %s %s: %w", kind, path, err) }
 
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := vfs.OpenRaw(fsys, path, os.O_RDWR|os.O_CREATE, vfs.FileMode)
 	if err != nil {
 		return fail(err)
 	}
@@ -107,7 +112,7 @@ func (m *mappedFile) open(kind, path string, baseOffset int64, maxIndexBytes, en
 	} else {
 		m.fileBytes = lengthBytes
 	}
-	mapping, err := mmap.MapRegion(f, int(mapBytes), mmap.RDWR, 0, 0)
+	mapping, err := vfs.Map(fsys, f, int(mapBytes), true)
 	if err != nil {
 		return fail(err)
 	}

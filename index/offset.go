@@ -1,6 +1,10 @@
 package index
 
-import "math"
+import (
+	"math"
+
+	"github.com/weir-mq/weir/vfs"
+)
 
 // OffsetEntrySize is the size of an offset index entry: int32 relative offset | int32 position.
 const OffsetEntrySize = 8
@@ -21,9 +25,9 @@ type OffsetIndex struct {
 // (Kafka's log.index.size.max.bytes) rounded down to whole entries, at least one, and mapped
 // read-write. A file whose length is not a whole number of entries is still opened, rounded down;
 // SanityCheck reports it. A file longer than maxIndexBytes is mapped whole and is full.
-func OpenOffsetIndex(path string, baseOffset int64, maxIndexBytes int) (*OffsetIndex, error) {
+func OpenOffsetIndex(fsys vfs.FS, path string, baseOffset int64, maxIndexBytes int) (*OffsetIndex, error) {
 	x := &OffsetIndex{}
-	if err := x.open("offset index", path, baseOffset, maxIndexBytes, OffsetEntrySize); err != nil {
+	if err := x.open(fsys, "offset index", path, baseOffset, maxIndexBytes, OffsetEntrySize); err != nil {
 		return nil, err
 	}
 	return x, nil

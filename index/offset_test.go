@@ -49,7 +49,7 @@ func (o *offsetOracle) targets(rng *rand.Rand) []int64 {
 
 func openOffset(t testing.TB, path string, base int64, maxIndexBytes int) *OffsetIndex {
 	t.Helper()
-	x, err := OpenOffsetIndex(path, base, maxIndexBytes)
+	x, err := OpenOffsetIndex(nil, path, base, maxIndexBytes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
 package index
 
-import "math"
+import (
+	"math"
+
+	"github.com/weir-mq/weir/vfs"
+)
 
 // TimeEntrySize is the size of a time index entry: int64 timestamp | int32 relative offset.
 const TimeEntrySize = 12
@@ -20,9 +24,9 @@ type TimeIndex struct {
 
 // OpenTimeIndex opens or creates the time index at path for the segment starting at baseOffset.
 // Sizing and mapping are as for OpenOffsetIndex, with 12-byte entries.
-func OpenTimeIndex(path string, baseOffset int64, maxIndexBytes int) (*TimeIndex, error) {
+func OpenTimeIndex(fsys vfs.FS, path string, baseOffset int64, maxIndexBytes int) (*TimeIndex, error) {
 	x := &TimeIndex{}
-	if err := x.open("time index", path, baseOffset, maxIndexBytes, TimeEntrySize); err != nil {
+	if err := x.open(fsys, "time index", path, baseOffset, maxIndexBytes, TimeEntrySize); err != nil {
 		return nil, err
 	}
 	return x, nil

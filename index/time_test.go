@@ -73,7 +73,7 @@ func (o *timeOracle) offsetTargets() []int64 {
 
 func openTime(t testing.TB, path string, base int64, maxIndexBytes int) *TimeIndex {
 	t.Helper()
-	x, err := OpenTimeIndex(path, base, maxIndexBytes)
+	x, err := OpenTimeIndex(nil, path, base, maxIndexBytes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -227,7 +227,10 @@ func Start(cfg Config) (*Controller, error) {
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.Dir, metaDirMode); err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	if err := os.Chmod(cfg.Dir, metaDirMode); err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
 	var inc [16]byte
@@ -264,7 +267,11 @@ func Start(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: open raft store: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
+	if err != nil {
+		return nil, fmt.Errorf("controller: snapshot store: %w", err)
+	}
+	snaps, err := newPrivateSnapshotStore(fileSnaps, cfg.Dir) // 0700/0600 (snapshotmode.go)
 	if err != nil {
 		return nil, fmt.Errorf("controller: snapshot store: %w", err)
 	}

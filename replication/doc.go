@@ -8,4 +8,9 @@
 // its operation and decoded strictly (rpcvalidate.go); and a broker id belongs to the principal
 // that registered it (controller.go). The mux owns one goroutine per accepted connection until
 // raft takes a raft connection over; connections in the security handshake are bounded.
+//
+// The controller's store under its directory (raft.db from raft-boltdb, snapshots from hashicorp/
+// raft's FileSnapshotStore, which hold SCRAM credentials) is private to the broker's user: the
+// directory is 0700 and snapshot directories and files are chmodded 0700/0600 as each snapshot
+// completes (snapshotmode.go).
 package replication

@@ -22,6 +22,13 @@
 // Log's reference; files are unmapped and closed when the last reference goes. Unlink happens at
 // once: open descriptors stay valid.
 //
+// Resources: an open segment holds DescriptorsPerSegment (3) descriptors and
+// IndexMappingsPerSegment (2) mappings, plus its read mapping once made; Usage reports what the
+// process's segments hold (the engine's budget checks it), and SetReadMappingLimit makes reads use
+// pread rather than map past a limit. A segment being created that cannot be completed (no
+// descriptor or mapping left) is closed and its files removed, so the create can be retried. Files
+// are created with vfs.FileMode (0600).
+//
 // Compaction (swap.go): a cleaner builds a segment under <name>.cleaned (CreateCleaned,
 // AppendCleaned), renames its files to .swap and then to the plain names (RenameFiles, the .log
 // last); OpenSwap reopens a .swap left by a crash. Delete removes the files under the names they

@@ -72,6 +72,33 @@ func ParseFileName(name, suffix string) (int64, bool) {
 	return v, true
 }
 
+// Process-wide resource use of open segments, for the engine's descriptor and mapping budget
+// (engine/budget.go): each open segment holds DescriptorsPerSegment descriptors (.log, .index,
+// .timeindex) and IndexMappingsPerSegment mappings (the two indexes) for as long as it is open,
+// plus at most one read-only mapping of the .log made on first read (more only briefly, while a
+// reader still holds a replaced one).
+const (
+	DescriptorsPerSegment   = 3
+	IndexMappingsPerSegment = 2
+)
+
+var (
+	liveSegments atomic.Int64
+	liveMappings atomic.Int64
+	// readMappingLimit: a read mapping is only made while fewer than this many mappings are live
+	// (0 = no limit); reads fall back to pread beyond it, keeping the mapping budget for indexes.
+	readMappingLimit atomic.Int64
+)
+
+// Usage returns the descriptors and memory mappings held by the open segments of this process.
+func Usage() (descriptors, mappings int64) {
+	return DescriptorsPerSegment * liveSegments.Load(), liveMappings.Load()
+}
+
+// SetReadMappingLimit makes reads use pread instead of making a new read-only mapping once n
+// mappings are live (0 = no limit).
+func SetReadMappingLimit(n int64) { readMappingLimit.Store(n) }
+
 // Segment is one segment of a partition log. See the package doc for the concurrency contract.
 type Segment struct {
 	fsys       vfs.FS
@@ -149,23 +176,39 @@ func open(fsys vfs.FS, dir string, baseOffset int64, cfg Config, flag int, suffi
 	s.nextOffset.Store(baseOffset)
 	s.maxTimestamp.Store(record.NoTimestamp)
 	logPath := filepath.Join(dir, FileName(baseOffset, LogSuffix)+suffix)
-	f, err := fsys.OpenFile(logPath, flag, 0o644)
+	indexPath := filepath.Join(dir, FileName(baseOffset, IndexSuffix)+suffix)
+	timeIndexPath := filepath.Join(dir, FileName(baseOffset, TimeIndexSuffix)+suffix)
+	f, err := fsys.OpenFile(logPath, flag, vfs.FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
+	}
+	// A segment being created that cannot be completed (no descriptor or mapping left for an
+	// index) leaves no file behind: the roll or log creation that asked for it is retried later
+	// and must find nothing in its way (O_EXCL).
+	creating := flag&os.O_EXCL != 0
+	abandon := func() {
+		f.Close()
+		if creating {
+			for _, p := range []string{logPath, indexPath, timeIndexPath} {
+				_ = fsys.Remove(p)
+			}
+		}
 	}
 	s.log = f
 	s.fd = int(f.OS().Fd())
-	s.offsetIndex, err = index.OpenOffsetIndex(filepath.Join(dir, FileName(baseOffset, IndexSuffix)+suffix), baseOffset, cfg.MaxIndexBytes)
+	s.offsetIndex, err = index.OpenOffsetIndex(fsys, indexPath, baseOffset, cfg.MaxIndexBytes)
 	if err != nil {
-		f.Close()
+		abandon()
 		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
 	}
-	s.timeIndex, err = index.OpenTimeIndex(filepath.Join(dir, FileName(baseOffset, TimeIndexSuffix)+suffix), baseOffset, cfg.MaxIndexBytes)
+	s.timeIndex, err = index.OpenTimeIndex(fsys, timeIndexPath, baseOffset, cfg.MaxIndexBytes)
 	if err != nil {
 		s.offsetIndex.Close()
-		f.Close()
+		abandon()
 		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
 	}
+	liveSegments.Add(1)
+	liveMappings.Add(IndexMappingsPerSegment)
 	s.refs.Store(1)
 	return s, nil
 }
@@ -329,10 +372,14 @@ func (s *Segment) readMapping() *mmap.MMap {
 	if size == 0 || s.refs.Load() <= 0 {
 		return nil
 	}
+	if lim := readMappingLimit.Load(); lim > 0 && liveMappings.Load() >= lim {
+		return nil // the mapping budget is kept for indexes: pread
+	}
 	m, err := mmap.MapRegion(s.log.OS(), size, mmap.RDONLY, 0, 0)
 	if err != nil {
 		return nil // fall back to pread
 	}
+	liveMappings.Add(1)
 	_ = unix.Madvise(m, unix.MADV_RANDOM)
 	s.mapping.Store(&m)
 	return &m
@@ -413,11 +460,15 @@ func (s *Segment) Release() {
 func (s *Segment) closeFiles() {
 	if m := s.mapping.Swap(nil); m != nil {
 		_ = m.Unmap()
+		liveMappings.Add(-1)
 	}
 	for _, m := range s.retired {
 		_ = m.Unmap()
+		liveMappings.Add(-1)
 	}
 	s.retired = nil
+	liveSegments.Add(-1)
+	liveMappings.Add(-IndexMappingsPerSegment)
 	_ = s.offsetIndex.Close()
 	_ = s.timeIndex.Close()
 	_ = s.log.Close()

@@ -4,11 +4,18 @@
 // OS is the real implementation (Sync = fdatasync(2), SyncDir = fsync of the directory). On
 // Linux a Sync that overlaps another runs as an AIO fdatasync (IOCB_CMD_FDSYNC) so the waiting
 // goroutine does not hold a Go P for the duration of the disk flush (aio_linux.go).
-// FaultFS wraps another FS and can fail the next write or sync with a chosen error, and simulate a
+// FaultFS wraps another FS and can fail the next write, sync, open (FailNextOpen) or memory mapping
+// (FailNextMap) with a chosen error, and simulate a
 // crash: Crash() makes every handle opened before it fail, truncates each file back to the size it
 // had at its last Sync (every unsynced byte is lost), and removes files created since their
 // directory was last synced. FaultFS is safe for concurrent use.
 //
-// Index files are not opened through this seam: they are mmap'd, carry no checksum and are
-// rebuilt from the log after an unclean shutdown, so a crash cannot make them lie.
+// Index files are not opened through this seam's crash simulation: they are mmap'd, carry no
+// checksum and are rebuilt from the log after an unclean shutdown, so a crash cannot make them lie.
+// They are opened with OpenRaw and mapped with Map, which only consult the FS for injected faults.
+//
+// resource.go holds the one classification of errors the engine relies on: IsResourceExhausted
+// (EMFILE, ENFILE, ENOMEM, EAGAIN) separates running out of descriptors, mappings or memory, which
+// refuses one operation, from disk failures, which take a log dir offline. It also fixes the modes
+// of what the broker creates (FileMode 0600, DirMode 0700).
 package vfs

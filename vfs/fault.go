@@ -25,6 +25,11 @@ type FaultFS struct {
 	generation int
 	failWrite  error
 	failSync   error
+	// failOpen and failMap are the resource faults of the next open or mapping (FailNextOpen,
+	// FailNextMap); failOpenMatch, when set, limits failOpen to names it accepts.
+	failOpen      error
+	failOpenMatch func(name string) bool
+	failMap       error
 	// synced is the durable size of each file: its size at its last successful Sync.
 	synced map[string]int64
 	// undurable holds files created since their directory was last synced.
@@ -41,6 +46,37 @@ func (f *FaultFS) FailNextWrite(err error) { f.mu.Lock(); f.failWrite = err; f.m
 
 // FailNextSync makes the next Sync of any file fail with err (without syncing).
 func (f *FaultFS) FailNextSync(err error) { f.mu.Lock(); f.failSync = err; f.mu.Unlock() }
+
+// FailNextOpen makes the next open of a file (OpenFile, or OpenRaw through this FS) whose name
+// match accepts (nil: any) fail with err, typically syscall.EMFILE, without opening it.
+func (f *FaultFS) FailNextOpen(err error, match func(name string) bool) {
+	f.mu.Lock()
+	f.failOpen, f.failOpenMatch = err, match
+	f.mu.Unlock()
+}
+
+// FailNextMap makes the next memory mapping made through Map with this FS fail with err,
+// typically syscall.ENOMEM (vm.max_map_count reached).
+func (f *FaultFS) FailNextMap(err error) { f.mu.Lock(); f.failMap = err; f.mu.Unlock() }
+
+func (f *FaultFS) takeOpenFault(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failOpen == nil || (f.failOpenMatch != nil && !f.failOpenMatch(name)) {
+		return nil
+	}
+	err := f.failOpen
+	f.failOpen, f.failOpenMatch = nil, nil
+	return err
+}
+
+func (f *FaultFS) takeMapFault() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err := f.failMap
+	f.failMap = nil
+	return err
+}
 
 // Crash simulates a power loss: handles opened before it fail with ErrCrashed, every file loses
 // the bytes written after its last Sync, and files created since their directory's last sync vanish.
@@ -74,6 +110,9 @@ func (f *FaultFS) Crash() error {
 func (f *FaultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	f.crashMu.RLock()
 	defer f.crashMu.RUnlock()
+	if err := f.takeOpenFault(name); err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
 	_, statErr := f.base.Stat(name)
 	inner, err := f.base.OpenFile(name, flag, perm)
 	if err != nil {

@@ -1,0 +1,158 @@
+package broker
+
+// The attack of creating topics until the broker runs out of descriptors, against a real
+// `weir serve` started with a small RLIMIT_NOFILE (ulimit -n in a shell that then execs weir):
+// with the default budget the creations past it are refused with POLICY_VIOLATION; with the budget
+// off, the kernel's EMFILE refuses log creations (and checkpoint writes) one by one. Either way the
+// log dir stays online and the topics created before keep serving.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// startWeirLimited runs `weir serve` with RLIMIT_NOFILE lowered to nofile (soft and hard).
+func startWeirLimited(t *testing.T, bin, dir string, port, nofile int, sets ...string) *weirProc {
+	t.Helper()
+	args := []string{"serve", "--set", "listeners=PLAINTEXT://127.0.0.1:" + strconv.Itoa(port), "--set", "log.dirs=" + dir,
+		"--set", "metrics.listener=", "--set", "log.flush.offset.checkpoint.interval.ms=100"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	script := fmt.Sprintf("ulimit -n %d && exec \"$0\" \"$@\"", nofile)
+	p := &weirProc{out: &syncBuffer{}, addr: "127.0.0.1:" + strconv.Itoa(port), exited: make(chan struct{})}
+	p.cmd = exec.Command("sh", append([]string{"-c", script, bin}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.exitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(p.out.String(), "weir broker started") {
+		select {
+		case <-p.exited:
+			t.Fatalf("weir serve exited at start: %v\n%s", p.exitErr, p.out)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("weir serve did not start within 20s\n%s", p.out)
+		}
+	}
+	return p
+}
+
+func TestDescriptorExhaustionKeepsLogDirOnline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the weir binary")
+	}
+	bin := buildWeir(t, t.TempDir())
+	for _, tc := range []struct {
+		name string
+		sets []string
+	}{
+		{"budget", nil},
+		{"kernel EMFILE", []string{"storage.descriptor.budget=0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := startWeirLimited(t, bin, dir, freePort(t), 160, tc.sets...)
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			cl := newKgo(t, p.addr, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerLinger(0))
+			adm := kadm.NewClient(cl)
+			if _, err := adm.CreateTopic(ctx, 2, 1, nil, "first"); err != nil {
+				t.Fatalf("create the first topic: %v\n%s", err, p.out)
+			}
+			produce := func(n int) {
+				t.Helper()
+				for i := range n {
+					r := &kgo.Record{Topic: "first", Value: []byte(strconv.Itoa(i))}
+					if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+						t.Fatalf("produce to the first topic: %v\n%s", err, p.out)
+					}
+				}
+			}
+			produce(20)
+			// Create 4-partition topics until refused (budget) or until the broker logs that
+			// it ran out (kernel), at most 60 topics.
+			refused := false
+			var created []string
+			last := ""
+			for i := 0; i < 60 && !refused; i++ {
+				last = fmt.Sprintf("t%02d", i)
+				created = append(created, last)
+				resps, err := adm.CreateTopics(ctx, 4, 1, nil, last)
+				if err != nil {
+					t.Logf("create topic %d: %v", i, err)
+					continue
+				}
+				for _, r := range resps {
+					switch {
+					case r.Err == nil:
+					case errors.Is(r.Err, kerr.PolicyViolation) && strings.Contains(r.ErrMessage, "partition budget exhausted"):
+						refused = true
+						t.Logf("refused after %d topics: %s", i, r.ErrMessage)
+					default:
+						t.Logf("create topic %d: %v %s", i, r.Err, r.ErrMessage)
+					}
+				}
+				if strings.Contains(p.out.String(), "too many open files") {
+					refused = true
+					t.Logf("out of descriptors after %d topics", i)
+				}
+			}
+			if !refused {
+				t.Fatalf("60 topics created without a refusal\n%s", p.out)
+			}
+			time.Sleep(500 * time.Millisecond) // a few checkpoint intervals under exhaustion
+			produce(20)
+			if out := p.out.String(); strings.Contains(out, "log dir offline") {
+				t.Fatalf("the log dir went offline\n%s", out)
+			}
+			ends, err := adm.ListEndOffsets(ctx, "first")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var total int64
+			ends.Each(func(lo kadm.ListedOffset) { total += lo.Offset })
+			if total != 40 {
+				t.Fatalf("first topic holds %d records, want 40", total)
+			}
+			// Deleting topics frees descriptors: the refused topic can then be created (budget),
+			// or its refused replicas are created by the replica manager's retry (kernel).
+			if _, err := adm.DeleteTopics(ctx, created[:len(created)/2]...); err != nil {
+				t.Fatal(err)
+			}
+			if tc.sets == nil {
+				if _, err := adm.CreateTopic(ctx, 4, 1, nil, last); err != nil {
+					t.Fatalf("create %s after deleting topics: %v\n%s", last, err, p.out)
+				}
+			}
+			pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+			defer pcancel()
+			for part := range int32(4) {
+				r := &kgo.Record{Topic: last, Partition: part, Value: []byte("after")}
+				if err := newKgo(t, p.addr, kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(pctx, r).FirstErr(); err != nil {
+					t.Fatalf("produce to %s[%d] after deleting topics: %v\n%s", last, part, err, p.out)
+				}
+			}
+		})
+	}
+}
