@@ -376,3 +376,17 @@ func FuzzRecordReader(f *testing.F) {
 		}
 	})
 }
+
+// TestVarint: the fast varint agrees with encoding/binary on every length and on bad input.
+func TestVarint(t *testing.T) {
+	for _, v := range []int64{0, 1, -1, 63, -64, 64, -65, 8191, -8192, 8192, 1 << 40, math.MaxInt64, math.MinInt64} {
+		b := binary.AppendVarint(nil, v)
+		for _, in := range [][]byte{b, append(b, 0x7f), b[:len(b)-1]} {
+			gv, gn := record.VarintForTest(in)
+			wv, wn := binary.Varint(in)
+			if gv != wv || gn != wn {
+				t.Fatalf("%x: %d,%d want %d,%d", in, gv, gn, wv, wn)
+			}
+		}
+	}
+}
