@@ -128,6 +128,10 @@ func SetChecksum(batch []byte) {
 // bound) and returns the offset and timestamp of the first record whose timestamp is >= ts. ok
 // is false when no record qualifies or the records cannot be read within the bound.
 func FirstRecordAtOrAfter(b []byte, ts int64, limit int) (offset, timestamp int64, ok bool) {
+	if h, err := ParseHeader(b); err == nil && h.Compression() != 0 {
+		acquireDecompressSlot()
+		defer releaseDecompressSlot()
+	}
 	rd := GetReader()
 	defer rd.Release()
 	if rd.Reset(b, limit) != nil {

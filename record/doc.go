@@ -25,7 +25,10 @@
 // compressed one (gzip, snappy raw or in Kafka's xerial framing, lz4 frame, zstd) is decompressed
 // as a stream into the reader's buffer, never whole, and never past a bound (DecompressLimit:
 // 16 x max(max.message.bytes, 1 MiB)). Readers, their decoders and buffers are pooled
-// (GetReader / Release); a Reader is used by one goroutine at a time.
+// (GetReader / Release); a Reader is used by one goroutine at a time. At most
+// max(4, 2 x GOMAXPROCS) compressed batches from the network (produce validation, ListOffsets)
+// are decompressed at once (decompressSlots): the memory a flood of compressed batches can cost
+// is that many times twice the bound, whatever the number of clients.
 //
 // ValidateProduce is Kafka's LogValidator for magic 2: the header, then every record against it
 // (count, offset deltas 0..n-1, framing, keys on compacted topics, timestamp bounds), then the

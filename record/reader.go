@@ -39,6 +39,17 @@ const (
 	keepBuffer    = 1 << 20
 )
 
+// decompressSlots bounds how many batches the network-facing paths (ValidateProduce,
+// FirstRecordAtOrAfter) decompress at once: each may hold up to twice its bound (the record
+// buffer and the zstd window), so with the default max.message.bytes the broker's memory for
+// decompression stays below slots x 32 MiB however many clients send compressed batches at once.
+// Decompression is CPU-bound, so more slots than twice the processors would not add throughput.
+// A waiter holds no lock.
+var decompressSlots = make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))
+
+func acquireDecompressSlot() { decompressSlots <- struct{}{} }
+func releaseDecompressSlot() { <-decompressSlots }
+
 // ErrDecompressedTooLarge reports a batch whose records decompress past the reader's bound.
 var ErrDecompressedTooLarge = errors.New("batch decompresses past the bound")
 

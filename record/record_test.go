@@ -263,6 +263,15 @@ func FuzzValidate(f *testing.F) {
 	binary.BigEndian.PutUint16(c[record.AttributesOffset:], 2)
 	f.Add(reCRC(c), 0)
 	f.Add(make([]byte, record.HeaderSize), 0)
+	for codec := 1; codec <= 4; codec++ { // compressed seeds: honest, and claiming MaxInt32 records
+		plain := testBatch()
+		payload, err := record.Compress(codec, plain[record.HeaderSize:])
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(record.WithRecords(plain, codec, payload, 4, 3), 0)
+		f.Add(record.WithRecords(plain, codec, payload, 1<<31-1, 1<<31-2), 0)
+	}
 	f.Fuzz(func(t *testing.T, b []byte, maxBytes int) {
 		in := append([]byte(nil), b...)
 		h, err := record.Validate(b, maxBytes)

@@ -124,6 +124,10 @@ func validate(b []byte, p *Policy, stamp bool) (Header, error) {
 	if limit <= 0 {
 		limit = DecompressLimit(p.MaxBatchBytes)
 	}
+	if h.Compression() != 0 {
+		acquireDecompressSlot()
+		defer releaseDecompressSlot()
+	}
 	rd := GetReader()
 	defer rd.Release()
 	if err := rd.Reset(b, limit); err != nil {
