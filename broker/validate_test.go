@@ -239,6 +239,26 @@ func TestLogAppendTime(t *testing.T) {
 		t.Fatalf("CreateTime topic: error %d, log_append_time %d", rp.ErrorCode, rp.LogAppendTime)
 	}
 	prod := validateTestClient(t, b, kgo.ProducerBatchCompression(kgo.GzipCompression()))
+	defer func() {
+		// A dynamic change of message.timestamp.type applies to the next batch.
+		if _, err := kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "message.timestamp.type", Value: kadm.StringPtr("LogAppendTime")}}, "ct"); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			rp := rawProduce(t, cl, "ct", plain)
+			if rp.ErrorCode != 0 {
+				t.Fatalf("ct after the change: %v", kerr.ErrorForCode(rp.ErrorCode))
+			}
+			if rp.LogAppendTime >= before {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("ct still CreateTime 10 s after the change (log_append_time %d)", rp.LogAppendTime)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
 	for _, topic := range []string{"lat", "ct"} {
 		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("client"), Timestamp: old}).FirstErr(); err != nil {
 			t.Fatal(err)
