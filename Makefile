@@ -43,6 +43,7 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzRecover -fuzztime $(FUZZTIME) ./engine/
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime $(FUZZTIME) ./record/
+	$(GO) test -run '^$$' -fuzz FuzzRecordReader -fuzztime $(FUZZTIME) ./record/
 	$(GO) test -run '^$$' -fuzz FuzzDispatch -fuzztime $(FUZZTIME) ./broker/
 	$(GO) test -run '^$$' -fuzz FuzzControllerRPC -fuzztime $(FUZZTIME) ./replication/
 	$(GO) test -run '^$$' -fuzz '^FuzzScram$$' -fuzztime $(FUZZTIME) ./broker/

@@ -3,7 +3,11 @@ package broker
 // Produce (key 0), v3-v13; v0-v2 are advertised (older librdkafka turns compression off unless
 // Produce v0 is advertised, KAFKA-18659) and refused on use by closing the connection, as Kafka 4
 // does. v13 names topics by id. Each partition's records must be exactly one RecordBatch v2;
-// the engine validates it (CRC, magic, sizes, record count) and assigns offsets in place.
+// the engine validates it as Kafka's LogValidator does (record.ValidateProduce: header, CRC,
+// every record against the header, compressed batches streamed within a bound, timestamps against
+// message.timestamp.before/after.max.ms) and assigns offsets in place. Under
+// message.timestamp.type=LogAppendTime the batch is stamped with the broker's clock and the
+// response carries it in log_append_time_ms (-1 otherwise).
 // acks=0: no response. acks=1 means a durable local append when the log's policy is durable
 // (the default): the reply is deferred until the fdatasync that covers every appended batch of
 // the request, so the appends of pipelined requests share syncs. acks=-1 on a single-replica
@@ -17,6 +21,7 @@ package broker
 // group coordinator appends to __consumer_offsets through the replica manager, not here.
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -27,6 +32,7 @@ import (
 	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
+	"github.com/weir-mq/weir/record"
 )
 
 var produceAdvertisedMin = int16(0)
@@ -124,6 +130,7 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 					}
 					if err == nil {
 						sp.BaseOffset = info.BaseOffset
+						sp.LogAppendTime = info.LogAppendTime // -1 unless message.timestamp.type=LogAppendTime
 						sp.LogStartOffset = l.LogStartOffset()
 						switch {
 						case req.Acks == -1 && !rep.local:
@@ -140,8 +147,16 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 				if r.Version >= 8 {
 					msg := err.Error()
 					sp.ErrorMessage = &msg
+					// A refusal naming one record (a timestamp out of bounds, an offset delta out
+					// of order, a keyless record on a compacted topic) is also reported per
+					// record, as Kafka does (record_errors).
+					var re *record.RecordError
+					if errors.As(err, &re) {
+						rm := re.Message
+						sp.ErrorRecords = []kmsg.ProduceResponseTopicPartitionErrorRecord{{RelativeOffset: re.Index, ErrorMessage: &rm}}
+					}
 				}
-				sp.BaseOffset = -1
+				sp.BaseOffset, sp.LogAppendTime = -1, -1
 			}
 		}
 	}

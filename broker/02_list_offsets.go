@@ -5,15 +5,13 @@ package broker
 // record with the largest timestamp (KIP-734), -4 = earliest local (= earliest without tiered
 // storage), -5 = latest tiered (none: offset -1). Other timestamps return the first record whose
 // timestamp is >= the target: the batch is found through the time index, then its records are
-// walked (a compressed batch is decompressed to walk them).
+// walked (a compressed batch is streamed through a bounded record.Reader, never inflated whole).
 // A timestamp after every record answers offset -1 and timestamp -1.
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/acl"
@@ -106,10 +104,6 @@ func listOffset(l *engine.Log, ts int64, replica bool) (offset, timestamp int64,
 	return findByTimestamp(l, ts, hw)
 }
 
-// batchDecompressor decompresses the records of a compressed batch (gzip, snappy in Kafka's
-// xerial framing or raw, lz4 frames, zstd) for timestamp lookups.
-var batchDecompressor = kgo.DefaultDecompressor()
-
 // findByTimestamp returns the first record at or after ts below hw.
 func findByTimestamp(l *engine.Log, ts, hw int64) (int64, int64, error) {
 	base, batchTs, err := l.OffsetForTimestamp(ts)
@@ -137,19 +131,11 @@ func findByTimestamp(l *engine.Log, ts, hw int64) (int64, int64, error) {
 	if _, err := sl.File.ReadAt(buf, sl.Position); err != nil {
 		return base, batchTs, nil
 	}
-	if h.Compression() != 0 {
-		// Kafka answers the exact record inside a compressed batch too: walk the decompressed
-		// records under a copy of the header marked uncompressed.
-		recs, err := batchDecompressor.Decompress(buf[record.HeaderSize:], kgo.CompressionCodecType(h.Compression()))
-		if err != nil {
-			return base, batchTs, nil
-		}
-		plain := append(buf[:record.HeaderSize:record.HeaderSize], recs...)
-		binary.BigEndian.PutUint32(plain[record.BatchLengthOffset:], uint32(len(plain)-record.LogOverhead))
-		binary.BigEndian.PutUint16(plain[record.AttributesOffset:], uint16(h.Attributes&^0x07))
-		buf = plain
-	}
-	if off, rts, ok := record.FirstRecordAtOrAfter(buf, ts); ok && off >= l.LogStartOffset() && off < hw {
+	// Kafka answers the exact record inside a compressed batch too: the records are streamed
+	// through a pooled record.Reader, decompressing at most the log's bound (never the whole
+	// batch at once).
+	limit := record.DecompressLimit(l.Config().MaxMessageBytes)
+	if off, rts, ok := record.FirstRecordAtOrAfter(buf, ts, limit); ok && off >= l.LogStartOffset() && off < hw {
 		return off, rts, nil
 	}
 	return base, batchTs, nil

@@ -282,6 +282,11 @@ func (c *Config) LogConfig(overrides map[string]string) engine.Config {
 		DeleteRetentionMs:      get("delete.retention.ms"),
 		MinCleanableDirtyRatio: ratio("min.cleanable.dirty.ratio"),
 		MinCompactionLagMs:     get("min.compaction.lag.ms"),
+
+		MessageTimestampType:        str("message.timestamp.type"),
+		CheckTimestamps:             true,
+		MessageTimestampBeforeMaxMs: get("message.timestamp.before.max.ms"),
+		MessageTimestampAfterMaxMs:  get("message.timestamp.after.max.ms"),
 	}
 }
 

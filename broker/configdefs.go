@@ -57,7 +57,9 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "log.flush.interval.messages", Type: TypeLong, Default: "1", Doc: "Unflushed messages that force an fdatasync. 1 (weir's default) = every acknowledged write is durable (group commit); larger = acknowledge from the page cache as Kafka's default does.", Dynamic: true, Topic: "flush.messages"},
 	{Name: "log.flush.interval.ms", Type: TypeLong, Default: "0", Doc: "Also fdatasync when the oldest unflushed write is this old; 0 disables.", Dynamic: true, Topic: "flush.ms"},
 	{Name: "log.cleanup.policy", Type: TypeList, Default: "delete", Doc: "delete, compact, or both.", Dynamic: true, Topic: "cleanup.policy"},
-	{Name: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime", Doc: "CreateTime or LogAppendTime.", Dynamic: true, Topic: "message.timestamp.type"},
+	{Name: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime", Doc: "CreateTime keeps the producer's record timestamps (checked against the two bounds below); LogAppendTime stamps each appended batch with the broker's clock (timestamp-type attribute set, maxTimestamp = now, CRC recomputed) and returns that time in the Produce response.", Dynamic: true, Topic: "message.timestamp.type"},
+	{Name: "log.message.timestamp.before.max.ms", Type: TypeLong, Default: "9223372036854775807", Doc: "Largest allowed age of a CreateTime record timestamp: a batch holding a record older than the broker's clock minus this is refused (INVALID_TIMESTAMP). Ignored under LogAppendTime.", Dynamic: true, Topic: "message.timestamp.before.max.ms"},
+	{Name: "log.message.timestamp.after.max.ms", Type: TypeLong, Default: "3600000", Doc: "Largest allowed lead of a CreateTime record timestamp over the broker's clock (Kafka 4's default, one hour): a batch holding a later record is refused (INVALID_TIMESTAMP). A far-future timestamp would keep its segment, and every later one, from time retention. Ignored under LogAppendTime.", Dynamic: true, Topic: "message.timestamp.after.max.ms"},
 	{Name: "compression.type", Type: TypeString, Default: "producer", Doc: "Stored compression; weir stores batches as the producer sent them.", Dynamic: true, Topic: "compression.type"},
 	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", Doc: "Minimum in-sync replicas for acks=all.", Dynamic: true, Topic: "min.insync.replicas"},
 	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", Doc: "Allow leaders from outside the ISR.", Dynamic: true, Topic: "unclean.leader.election.enable"},
@@ -135,8 +137,6 @@ var brokerConfigDefs = []ConfigDef{
 
 // topicConfigDefault lists topic-level keys with no broker key, with their defaults.
 var topicOnlyConfigDefs = []ConfigDef{
-	{Name: "message.timestamp.before.max.ms", Type: TypeLong, Default: "9223372036854775807", Doc: "Largest allowed age of a CreateTime timestamp."},
-	{Name: "message.timestamp.after.max.ms", Type: TypeLong, Default: "3600000", Doc: "Largest allowed lead of a CreateTime timestamp."},
 	{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", Doc: "Minimum age before a record may be compacted."},
 	{Name: "max.compaction.lag.ms", Type: TypeLong, Default: "9223372036854775807", Doc: "Maximum age before a record must be compacted."},
 	{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", Doc: "Dirty ratio that triggers compaction."},
@@ -193,6 +193,16 @@ func validateValue(d ConfigDef, v string) error {
 	case TypeDouble:
 		if _, err := strconv.ParseFloat(v, 64); err != nil {
 			return fmt.Errorf("%s: %q is not a double", d.Name, v)
+		}
+	}
+	switch d.Name {
+	case "message.timestamp.type", "log.message.timestamp.type":
+		if v != "CreateTime" && v != "LogAppendTime" {
+			return fmt.Errorf("%s: %q is not CreateTime or LogAppendTime", d.Name, v)
+		}
+	case "message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", "message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms":
+		if n, _ := strconv.ParseInt(v, 10, 64); n < 0 {
+			return fmt.Errorf("%s: %q is negative", d.Name, v)
 		}
 	}
 	if d.Name == "cleanup.policy" || d.Name == "log.cleanup.policy" {

@@ -110,7 +110,7 @@ func (c *Coordinator) loadPartition(l OffsetsLog) (map[string]*loadedGroup, erro
 			get(k.Group).meta = v
 			return nil
 		})
-		if errors.Is(err, errCompressed) {
+		if errors.Is(err, errUnreadable) {
 			skipped++
 			return nil
 		}

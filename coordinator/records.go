@@ -1,9 +1,9 @@
 package coordinator
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/weir-mq/weir/record"
 )
@@ -26,11 +26,16 @@ func buildBatch(nowMs int64, recs []kv) []byte {
 	return record.Build(nil, record.BuildOptions{BaseTimestamp: nowMs, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, rs)
 }
 
-var errCompressed = errors.New("compressed batch")
+// errUnreadable reports a batch whose records cannot be read within the bound (a corrupt
+// batch, or one decompressing past record.DecompressLimit): the loader skips it with a warning.
+var errUnreadable = errors.New("batch records unreadable")
 
 // eachRecord calls fn for every record of one stored batch (the whole batch in b). Control
-// batches (transaction markers) are skipped; compressed batches are refused with errCompressed
-// (weir writes __consumer_offsets uncompressed). The key and value alias b.
+// batches (transaction markers) are skipped. Compressed batches (a log written by Kafka may hold
+// them) are streamed through a pooled record.Reader, bounded by record.DecompressLimit of the
+// default max.message.bytes; an unreadable batch yields errUnreadable after the records before
+// the bad one. key and value are valid only during fn (they alias b or the reader's buffer); a
+// null value is nil, an empty one is empty and non-nil (an empty value is not a tombstone).
 func eachRecord(b []byte, fn func(key, value []byte) error) error {
 	h, err := record.ParseHeader(b)
 	if err != nil {
@@ -45,67 +50,25 @@ func eachRecord(b []byte, fn func(key, value []byte) error) error {
 	if h.IsControl() {
 		return nil
 	}
-	if h.Compression() != 0 {
-		return fmt.Errorf("batch at %d: %w", h.BaseOffset, errCompressed)
+	rd := record.GetReader()
+	defer rd.Release()
+	if err := rd.Reset(b, record.DecompressLimit(0)); err != nil {
+		return fmt.Errorf("batch at %d: %v: %w", h.BaseOffset, err, errUnreadable)
 	}
-	recs := b[record.HeaderSize:h.Size()]
-	for i := int32(0); i < h.RecordCount; i++ {
-		l, n := binary.Varint(recs)
-		if n <= 0 || l < 0 || l > int64(len(recs)-n) {
-			return fmt.Errorf("batch at %d: bad record %d length", h.BaseOffset, i)
+	for i := int32(0); ; i++ {
+		r, err := rd.Next()
+		if err == io.EOF {
+			return nil
 		}
-		body := recs[n : n+int(l)]
-		recs = recs[n+int(l):]
-		key, value, err := parseRecordBody(body)
 		if err != nil {
-			return fmt.Errorf("batch at %d record %d: %w", h.BaseOffset, i, err)
+			return fmt.Errorf("batch at %d record %d: %v: %w", h.BaseOffset, i, err, errUnreadable)
 		}
-		if err := fn(key, value); err != nil {
+		value := r.Value
+		if r.HasValue && value == nil {
+			value = []byte{}
+		}
+		if err := fn(r.Key, value); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-// parseRecordBody decodes attributes, timestamp delta, offset delta, key and value of a record
-// (headers are ignored). A null value is returned as nil.
-func parseRecordBody(b []byte) (key, value []byte, err error) {
-	if len(b) < 1 {
-		return nil, nil, errors.New("empty record")
-	}
-	b = b[1:]     // attributes
-	for range 2 { // timestamp delta, offset delta
-		_, n := binary.Varint(b)
-		if n <= 0 {
-			return nil, nil, errors.New("bad varint")
-		}
-		b = b[n:]
-	}
-	field := func() ([]byte, bool) {
-		l, n := binary.Varint(b)
-		if n <= 0 || l < -1 || l > int64(len(b)-n) {
-			return nil, false
-		}
-		b = b[n:]
-		if l < 0 {
-			return nil, true
-		}
-		f := b[:l:l]
-		b = b[l:]
-		return f, true
-	}
-	var ok bool
-	if key, ok = field(); !ok {
-		return nil, nil, errors.New("bad key")
-	}
-	if value, ok = field(); !ok {
-		return nil, nil, errors.New("bad value")
-	}
-	if value == nil {
-		return key, nil, nil
-	}
-	if len(value) == 0 {
-		value = []byte{} // an empty value is not a tombstone
-	}
-	return key, value, nil
 }

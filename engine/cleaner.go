@@ -133,10 +133,11 @@ type Cleaner struct {
 	offsets  *offsetMap
 	throttle *ioThrottle
 	codec    batchCodec
+	rd       record.Reader // the records of one batch, streamed and bounded
 	reader   segmentReader
 	out      []byte
 	recs     []byte
-	kept     []cleanerRecord
+	retimed  []byte
 	changed  bool // a batch of the group being written was not copied whole
 	// testHook, when set, is called at each step of a swap; an error stops the cleaning there.
 	testHook func(step string) error
@@ -378,21 +379,19 @@ func (c *Cleaner) buildOffsetMap(l *Log, r *cleanRange, ctx *cleanContext, st *C
 			if h.LastOffset() < r.firstDirty || h.IsControl() {
 				continue
 			}
-			recs, err := c.codec.records(batch, &h, ctx.limit)
-			if err != nil {
+			if err := c.rd.Reset(batch, ctx.limit); err != nil {
 				continue // unreadable records: the batch is copied whole and maps nothing
 			}
-			for len(recs) > 0 {
-				rec, n, err := nextRecord(recs)
-				if err != nil || rec.offsetDelta > int64(h.LastOffsetDelta) {
+			for {
+				rec, err := c.rd.Next()
+				if err != nil || rec.OffsetDelta > int64(h.LastOffsetDelta) || rec.OffsetDelta < 0 {
 					break
 				}
-				recs = recs[n:]
-				offset := h.BaseOffset + rec.offsetDelta
-				if offset < r.firstDirty || !rec.hasKey {
+				offset := h.BaseOffset + rec.OffsetDelta
+				if offset < r.firstDirty || !rec.HasKey {
 					continue
 				}
-				ok, err := c.offsets.put(rec.key, offset)
+				ok, err := c.offsets.put(rec.Key, offset)
 				if err != nil {
 					return 0, err
 				}
@@ -542,46 +541,59 @@ func (c *Cleaner) filterBatch(dst, batch []byte, h *record.Header, ctx *cleanCon
 	if h.IsControl() {
 		return whole()
 	}
-	recs, err := c.codec.records(batch, h, ctx.limit)
-	if err != nil {
+	// One pass over the records, streamed: the kept ones are copied to c.recs as they come (a
+	// streamed record's bytes are valid only until the next one), the timestamps they will
+	// need collected; re-encoding with a delete horizon, when needed, is a second pass over
+	// the copies.
+	if err := c.rd.Reset(batch, ctx.limit); err != nil {
 		return whole()
 	}
 	hasHorizon := h.Attributes&deleteHorizonFlag != 0
 	tombstonesExpired := hasHorizon && ctx.nowMs >= h.BaseTimestamp
-	c.kept = c.kept[:0]
-	total, keptTombstone := 0, false
-	for len(recs) > 0 {
-		rec, n, err := nextRecord(recs)
-		if err != nil || rec.offsetDelta > int64(h.LastOffsetDelta) {
+	c.recs = c.recs[:0]
+	kept, total, keptTombstone := 0, 0, false
+	maxTimestamp := h.MaxTimestamp
+	if !h.LogAppendTime() {
+		maxTimestamp = record.NoTimestamp
+	}
+	for {
+		rec, err := c.rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil || rec.OffsetDelta > int64(h.LastOffsetDelta) || rec.OffsetDelta < 0 {
 			return whole()
 		}
-		recs = recs[n:]
 		total++
-		offset := h.BaseOffset + rec.offsetDelta
-		if !rec.hasKey {
+		offset := h.BaseOffset + rec.OffsetDelta
+		if !rec.HasKey {
 			continue
 		}
-		if latest := c.offsets.get(rec.key); latest > offset {
+		if latest := c.offsets.get(rec.Key); latest > offset {
 			continue
 		}
-		if !rec.hasValue {
+		if !rec.HasValue {
 			if tombstonesExpired {
 				continue
 			}
 			keptTombstone = true
 		}
-		c.kept = append(c.kept, rec)
+		if ts := h.BaseTimestamp + rec.TimestampDelta; !h.LogAppendTime() && ts > maxTimestamp {
+			maxTimestamp = ts
+		}
+		kept++
+		c.recs = append(c.recs, rec.Encoded...)
 	}
 	if total != int(h.RecordCount) {
 		return whole()
 	}
 	needHorizon := keptTombstone && !hasHorizon
-	if len(c.kept) == total && !needHorizon {
+	if kept == total && !needHorizon {
 		return whole()
 	}
 	c.changed = true
-	st.RecordsKept += int64(len(c.kept))
-	if len(c.kept) == 0 {
+	st.RecordsKept += int64(kept)
+	if kept == 0 {
 		if last, ok := ctx.producers[h.ProducerID]; ok && h.ProducerID >= 0 && last == h.LastOffset() {
 			attrs := h.Attributes &^ (compressionMask | deleteHorizonFlag)
 			return c.codec.appendBatch(dst, batch, 0, nil, attrs, h.MaxTimestamp, h.MaxTimestamp)
@@ -591,25 +603,19 @@ func (c *Cleaner) filterBatch(dst, batch []byte, h *record.Header, ctx *cleanCon
 	baseTimestamp, attrs := h.BaseTimestamp, h.Attributes
 	if needHorizon {
 		baseTimestamp, attrs = ctx.horizonMs, attrs|deleteHorizonFlag
-	}
-	maxTimestamp := h.MaxTimestamp
-	if !h.LogAppendTime() {
-		maxTimestamp = record.NoTimestamp
-	}
-	c.recs = c.recs[:0]
-	for i := range c.kept {
-		rec := &c.kept[i]
-		ts := h.BaseTimestamp + rec.timestampDelta
-		if !h.LogAppendTime() && ts > maxTimestamp {
-			maxTimestamp = ts
+		c.retimed = c.retimed[:0]
+		for recs := c.recs; len(recs) > 0; {
+			rec, n, err := nextRecord(recs)
+			if err != nil {
+				return whole()
+			}
+			recs = recs[n:]
+			ts := h.BaseTimestamp + rec.timestampDelta
+			c.retimed = appendRetimed(c.retimed, &rec, ts-baseTimestamp)
 		}
-		if needHorizon {
-			c.recs = appendRetimed(c.recs, rec, ts-baseTimestamp)
-		} else {
-			c.recs = append(c.recs, rec.encoded...)
-		}
+		c.recs, c.retimed = c.retimed, c.recs
 	}
-	return c.codec.appendBatch(dst, batch, len(c.kept), c.recs, attrs, baseTimestamp, maxTimestamp)
+	return c.codec.appendBatch(dst, batch, kept, c.recs, attrs, baseTimestamp, maxTimestamp)
 }
 
 func (c *Cleaner) hook(step string) error {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-mq/weir/record"
 	"github.com/weir-mq/weir/segment"
 )
 
@@ -53,6 +54,24 @@ type Config struct {
 	// MinCompactionLagMs is min.compaction.lag.ms: a segment whose newest record is younger
 	// stays uncleaned. Negative means 0.
 	MinCompactionLagMs int64
+	// MessageTimestampType is message.timestamp.type / log.message.timestamp.type: "CreateTime"
+	// (also when empty) keeps the producer's timestamps; "LogAppendTime" stamps every appended
+	// batch with the broker's clock (timestamp-type attribute set, maxTimestamp = now, the CRC
+	// recomputed in place), as Kafka does.
+	MessageTimestampType string
+	// CheckTimestamps applies the two bounds below to every CreateTime record on Append
+	// (INVALID_TIMESTAMP). The broker always sets it; the zero Config (tests, tools) checks none.
+	CheckTimestamps bool
+	// MessageTimestampBeforeMaxMs is message.timestamp.before.max.ms: the largest allowed age
+	// of a CreateTime timestamp (Kafka's default Long.MAX_VALUE, unbounded). Negative means
+	// unbounded.
+	MessageTimestampBeforeMaxMs int64
+	// MessageTimestampAfterMaxMs is message.timestamp.after.max.ms: the largest allowed lead of
+	// a CreateTime timestamp over the broker's clock (Kafka 4's default 3600000). A record stamped
+	// far in the future would otherwise hold its segment past time retention, and every later
+	// segment with it (retention deletes the oldest segments first and stops at the first one
+	// it keeps, as Kafka does). Negative means unbounded.
+	MessageTimestampAfterMaxMs int64
 	// Now is the clock (tests inject one). Nil means time.Now.
 	Now func() time.Time
 	// Observer receives fsync measurements. Nil disables.
@@ -84,6 +103,11 @@ func DefaultConfig() Config {
 		MinCleanableDirtyRatio: 0.5,
 		MinCompactionLagMs:     0,
 	}
+}
+
+// LogAppendTime reports whether message.timestamp.type is LogAppendTime.
+func (c *Config) LogAppendTime() bool {
+	return strings.EqualFold(c.MessageTimestampType, "LogAppendTime")
 }
 
 // PolicyCompact reports whether the cleanup policy includes compact.
@@ -154,5 +178,21 @@ func (c *Config) fillDefaults() {
 	}
 	if c.MinCompactionLagMs < 0 {
 		c.MinCompactionLagMs = 0
+	}
+}
+
+// producePolicy is what Append asks of a producer's batch (record.ValidateProduce), read from
+// the configuration in force at the append, so dynamic topic config changes apply to the next
+// batch.
+func (c *Config) producePolicy() record.Policy {
+	return record.Policy{
+		MaxBatchBytes:   c.MaxMessageBytes,
+		DecompressLimit: record.DecompressLimit(c.MaxMessageBytes),
+		Now:             c.now().UnixMilli(),
+		LogAppendTime:   c.LogAppendTime(),
+		CheckTimestamps: c.CheckTimestamps,
+		BeforeMaxMs:     c.MessageTimestampBeforeMaxMs,
+		AfterMaxMs:      c.MessageTimestampAfterMaxMs,
+		RequireKeys:     c.PolicyCompact(),
 	}
 }

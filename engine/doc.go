@@ -1,9 +1,13 @@
 // Package engine owns partition logs and the log dirs that hold them.
 //
 // A Log is one partition: an ordered list of segments (package segment), the last one active.
-// Append validates a RecordBatch v2, assigns its offsets by writing baseOffset and the partition
-// leader epoch into the header in place (both lie outside the CRC: no re-encode, no
-// decompression), rolls by segment.bytes, segment.ms and index capacity, and writes the batch
+// Append validates a RecordBatch v2 as Kafka's LogValidator does (record.ValidateProduce with the
+// policy of the log's current Config: every record checked against the header, compressed
+// batches streamed through a bounded record.Reader, CreateTime timestamps within
+// message.timestamp.before/after.max.ms, keys on compacted logs), stamps LogAppendTime when the
+// log says so (the only change to CRC-covered bytes, the CRC recomputed in place), assigns its
+// offsets by writing baseOffset and the partition leader epoch into the header in place (both lie
+// outside the CRC: no re-encode, no recompression), rolls by segment.bytes, segment.ms and index capacity, and writes the batch
 // to the page cache. Reads return file slices bounded by the high watermark (consumers) or the log
 // end (followers); the high watermark is set from outside (replication, or the broker after a
 // durable local append).
@@ -34,7 +38,10 @@
 //
 // Retention deletes whole segments, oldest first and never the active one, by retention.ms
 // (judged on a segment's largest timestamp) and retention.bytes, advancing the log start offset,
-// when cleanup.policy includes delete; DeleteRecordsBefore advances it explicitly.
+// when cleanup.policy includes delete; DeleteRecordsBefore advances it explicitly. As in Kafka,
+// a segment whose largest timestamp lies in the future is not expired by time, and time
+// retention stops there; message.timestamp.after.max.ms (checked by Append) keeps such records
+// out, and retention.bytes is not affected.
 //
 // Compaction (cleanup.policy includes compact; cleaner.go, cleaner_swap.go): a Cleaner rewrites
 // the sealed segments below the high watermark and the recovery point, keeping the latest record

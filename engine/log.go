@@ -69,6 +69,9 @@ type AppendInfo struct {
 	BaseOffset   int64
 	LastOffset   int64
 	MaxTimestamp int64
+	// LogAppendTime is the time stamped into the batch when the log's message.timestamp.type
+	// is LogAppendTime, else -1 (Kafka's Produce response field log_append_time_ms).
+	LogAppendTime int64
 	// Position is the batch's byte position in its segment, SegmentBase that segment's base offset.
 	Position    int64
 	SegmentBase int64
@@ -155,16 +158,13 @@ func (l *Log) SetLeaderEpoch(epoch int32) {
 // AwaitDurable waits for the fdatasync when the log's policy is durable. batch is modified in
 // place and not retained.
 func (l *Log) Append(batch []byte) (AppendInfo, error) {
-	h, err := record.Validate(batch, l.config().MaxMessageBytes)
+	cfg := l.config()
+	policy := cfg.producePolicy()
+	h, err := record.ValidateProduce(batch, &policy)
 	if err != nil {
 		return AppendInfo{}, err
 	}
-	if cfg := l.config(); cfg.PolicyCompact() {
-		if err := checkKeyed(batch, &h, cfg); err != nil { // compaction: keyless records refused
-			return AppendInfo{}, err
-		}
-	}
-	if int64(len(batch)) > l.config().SegmentBytes {
+	if int64(len(batch)) > cfg.SegmentBytes {
 		return AppendInfo{}, fmt.Errorf("batch of %d bytes exceeds segment.bytes %d: %w", len(batch), l.config().SegmentBytes, kerr.RecordListTooLarge)
 	}
 	l.mu.Lock()
@@ -176,7 +176,7 @@ func (l *Log) Append(batch []byte) (AppendInfo, error) {
 		l.mu.Unlock()
 		var dup *duplicateError
 		if errors.As(err, &dup) {
-			return AppendInfo{BaseOffset: dup.first, LastOffset: dup.last, MaxTimestamp: h.MaxTimestamp, Records: h.RecordCount, Duplicate: true}, nil
+			return AppendInfo{BaseOffset: dup.first, LastOffset: dup.last, MaxTimestamp: h.MaxTimestamp, LogAppendTime: -1, Records: h.RecordCount, Duplicate: true}, nil
 		}
 		return AppendInfo{}, err
 	}
@@ -185,6 +185,9 @@ func (l *Log) Append(batch []byte) (AppendInfo, error) {
 	record.SetBaseOffset(batch, h.BaseOffset)
 	record.SetPartitionLeaderEpoch(batch, h.PartitionLeaderEpoch)
 	info, err := l.appendLocked(batch, &h)
+	if policy.LogAppendTime {
+		info.LogAppendTime = policy.Now
+	}
 	newEpoch := false
 	if err == nil {
 		l.producers.update(&h)
@@ -287,12 +290,13 @@ func (l *Log) appendLocked(batch []byte, h *record.Header) (AppendInfo, error) {
 	l.end.store(l.nextOffset, l.active.BaseOffset(), pos+int64(len(batch)))
 	l.endChanged.fire()
 	return AppendInfo{
-		BaseOffset:   h.BaseOffset,
-		LastOffset:   h.LastOffset(),
-		MaxTimestamp: h.MaxTimestamp,
-		Position:     pos,
-		SegmentBase:  l.active.BaseOffset(),
-		Records:      h.RecordCount,
+		BaseOffset:    h.BaseOffset,
+		LastOffset:    h.LastOffset(),
+		MaxTimestamp:  h.MaxTimestamp,
+		LogAppendTime: -1,
+		Position:      pos,
+		SegmentBase:   l.active.BaseOffset(),
+		Records:       h.RecordCount,
 	}, nil
 }
 

@@ -132,7 +132,8 @@ func (m *MemLog) writableLocked() error {
 
 // Append validates batch, assigns its offsets in place and stores a copy.
 func (m *MemLog) Append(batch []byte) (AppendInfo, error) {
-	h, err := record.Validate(batch, m.cfg.MaxMessageBytes)
+	policy := m.cfg.producePolicy()
+	h, err := record.ValidateProduce(batch, &policy)
 	if err != nil {
 		return AppendInfo{}, err
 	}
@@ -149,6 +150,9 @@ func (m *MemLog) Append(batch []byte) (AppendInfo, error) {
 	record.SetBaseOffset(batch, h.BaseOffset)
 	record.SetPartitionLeaderEpoch(batch, h.PartitionLeaderEpoch)
 	info, err := m.appendLocked(batch, h)
+	if policy.LogAppendTime {
+		info.LogAppendTime = policy.Now
+	}
 	if err == nil && h.PartitionLeaderEpoch > m.epochs.latest {
 		m.epochs.assignLocked(h.PartitionLeaderEpoch, h.BaseOffset)
 	}
@@ -197,7 +201,7 @@ func (m *MemLog) appendLocked(batch []byte, h record.Header) (AppendInfo, error)
 	m.fileEnd += int64(len(data))
 	m.leo = h.NextOffset()
 	return AppendInfo{
-		BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), MaxTimestamp: h.MaxTimestamp,
+		BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), MaxTimestamp: h.MaxTimestamp, LogAppendTime: -1,
 		Position: m.fileEnd - int64(len(data)), Records: h.RecordCount,
 	}, nil
 }

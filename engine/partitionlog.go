@@ -9,9 +9,11 @@ import "github.com/weir-mq/weir/segment"
 //
 // Semantics every implementation keeps (Kafka's, with weir's choices noted):
 //   - Invariant: LogStartOffset() <= HighWatermark() <= LogEndOffset().
-//   - Append validates one RecordBatch v2 (record.Validate, max.message.bytes; a batch larger than
-//     segment.bytes is RECORD_LIST_TOO_LARGE), assigns baseOffset = LogEndOffset() and the leader
-//     epoch by writing them into batch in place, and stores the bytes unchanged otherwise.
+//   - Append validates one RecordBatch v2 (record.ValidateProduce: max.message.bytes, every
+//     record against the header, timestamp bounds, keys on compacted logs; a batch larger than
+//     segment.bytes is RECORD_LIST_TOO_LARGE), stamps LogAppendTime when configured, assigns
+//     baseOffset = LogEndOffset() and the leader epoch by writing them into batch in place, and
+//     stores the bytes unchanged otherwise.
 //     AppendStored keeps the offsets it is given (each batch must start at or after the log end).
 //   - Read(offset) answers OFFSET_OUT_OF_RANGE outside [LogStartOffset, bound], bound being the high
 //     watermark or the log end (Isolation). Otherwise it returns whole batches starting with the

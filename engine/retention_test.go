@@ -426,3 +426,63 @@ func TestDeleteRecordsBefore(t *testing.T) {
 		t.Fatalf("next append at %d", info.BaseOffset)
 	}
 }
+
+// TestRetentionFutureTimestamp: a segment whose largest timestamp lies in the future is kept by
+// time retention, and every later segment with it (retention deletes the oldest segments first
+// and stops at the first one it keeps). Kafka behaves the same way (UnifiedLog's
+// deleteRetentionMsBreachedSegments: now - largestTimestamp > retention.ms, over a prefix of the
+// segments); the defence is at the door: with the broker's timestamp bounds
+// (message.timestamp.after.max.ms, one hour by default) Append refuses such a record, so only a
+// segment written before the bound existed (here through AppendStored) can hold one, and
+// retention.bytes still removes it.
+func TestRetentionFutureTimestamp(t *testing.T) {
+	l, clock := retOpen(t, func(c *Config) {
+		c.RetentionMs = 7 * 24 * retHour
+		c.CheckTimestamps = true
+		c.MessageTimestampBeforeMaxMs = -1
+		c.MessageTimestampAfterMaxMs = retHour
+	})
+	const year9999 = int64(253402300799000)
+	// At the door: refused, nothing written.
+	if _, err := l.Append(retBatch(10, retNow, year9999)); err == nil {
+		t.Fatal("a year-9999 record was appended")
+	}
+	if _, err := l.Append(retBatch(10, retNow+retHour+1)); err == nil {
+		t.Fatal("a record more than after.max.ms ahead was appended")
+	}
+	retAppend(t, l, retBatch(10, retNow+retHour)) // exactly the bound: accepted
+	if l.LogEndOffset() != 1 {
+		t.Fatalf("log end %d", l.LogEndOffset())
+	}
+	retRoll(t, l)
+	// Written before the bound existed: a stored batch keeps its timestamps.
+	stored := retBatch(10, retNow, year9999)
+	record.SetBaseOffset(stored, l.LogEndOffset())
+	if _, err := l.AppendStored(stored); err != nil {
+		t.Fatal(err)
+	}
+	retRoll(t, l)
+	retAppend(t, l, retBatch(10, retNow))
+	retRoll(t, l)
+	if err := l.AdvanceHighWatermark(l.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	clock.ms.Add(30 * 24 * retHour)
+	if _, err := l.DeleteExpiredSegments(); err != nil {
+		t.Fatal(err)
+	}
+	// The first segment expired; the future one stays, and holds the one after it.
+	if got := retBases(l); len(got) != 3 || got[0] != 1 {
+		t.Fatalf("segments %v after retention: want the future segment (base 1) and those after it", got)
+	}
+	// retention.bytes is not blocked by timestamps.
+	cfg := l.Config()
+	cfg.RetentionBytes = 0
+	l.SetConfig(cfg)
+	if _, err := l.DeleteExpiredSegments(); err != nil {
+		t.Fatal(err)
+	}
+	if got := retBases(l); got[0] == 1 {
+		t.Fatalf("segments %v: retention.bytes kept the future segment", got)
+	}
+}

@@ -123,40 +123,32 @@ func SetChecksum(batch []byte) {
 	binary.BigEndian.PutUint32(batch[CRCOffset:], Checksum(batch))
 }
 
-// FirstRecordAtOrAfter walks the records of an uncompressed batch (the whole batch in b) and
-// returns the offset and timestamp of the first record whose timestamp is >= ts. ok is false for
-// a compressed batch or when no record qualifies.
-func FirstRecordAtOrAfter(b []byte, ts int64) (offset, timestamp int64, ok bool) {
-	h, err := ParseHeader(b)
-	if err != nil || h.Compression() != 0 || int64(len(b)) < h.Size() {
+// FirstRecordAtOrAfter walks the records of a batch (the whole batch in b; a compressed one is
+// streamed through a pooled Reader, decompressing at most limit bytes, <= 0 meaning the default
+// bound) and returns the offset and timestamp of the first record whose timestamp is >= ts. ok
+// is false when no record qualifies or the records cannot be read within the bound.
+func FirstRecordAtOrAfter(b []byte, ts int64, limit int) (offset, timestamp int64, ok bool) {
+	if h, err := ParseHeader(b); err == nil && h.Compression() != 0 {
+		acquireDecompressSlot()
+		defer releaseDecompressSlot()
+	}
+	rd := GetReader()
+	defer rd.Release()
+	if rd.Reset(b, limit) != nil {
 		return 0, 0, false
 	}
-	recs := b[HeaderSize:h.Size()]
-	for len(recs) > 0 {
-		l, n := binary.Varint(recs)
-		if n <= 0 || l < 0 || l > int64(len(recs)-n) {
+	h := rd.Header()
+	for {
+		r, err := rd.Next()
+		if err != nil {
 			return 0, 0, false
 		}
-		body := recs[n : n+int(l)]
-		recs = recs[n+int(l):]
-		if len(body) < 1 {
-			return 0, 0, false
-		}
-		tsDelta, k := binary.Varint(body[1:])
-		if k <= 0 {
-			return 0, 0, false
-		}
-		offDelta, k2 := binary.Varint(body[1+k:])
-		if k2 <= 0 {
-			return 0, 0, false
-		}
-		rts := h.BaseTimestamp + tsDelta
+		rts := h.BaseTimestamp + r.TimestampDelta
 		if h.LogAppendTime() {
 			rts = h.MaxTimestamp
 		}
 		if rts >= ts {
-			return h.BaseOffset + offDelta, rts, true
+			return h.BaseOffset + r.OffsetDelta, rts, true
 		}
 	}
-	return 0, 0, false
 }

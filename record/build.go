@@ -1,8 +1,15 @@
 package record
 
 import (
+	"bytes"
 	"encoding/binary"
+	"fmt"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 )
 
 // Record is one record for Build: a key, a value and a timestamp delta.
@@ -72,4 +79,70 @@ func Build(dst []byte, o BuildOptions, recs []Record) []byte {
 	be.PutUint32(b[RecordCountOffset:], uint32(len(recs)))
 	SetChecksum(b)
 	return dst
+}
+
+// Compress compresses records (the bytes after a batch header) with codec (1 gzip, 2 snappy
+// as one raw block, 3 lz4 frame, 4 zstd). It is the encoder of tests and tools, never of the
+// broker's hot paths.
+func Compress(codec int, src []byte) ([]byte, error) {
+	var out bytes.Buffer
+	switch codec {
+	case 1:
+		w := gzip.NewWriter(&out)
+		if _, err := w.Write(src); err != nil {
+			return nil, err
+		}
+		if err := w.Close(); err != nil {
+			return nil, err
+		}
+	case 2:
+		return s2.EncodeSnappy(nil, src), nil
+	case 3:
+		w := lz4.NewWriter(&out)
+		if _, err := w.Write(src); err != nil {
+			return nil, err
+		}
+		if err := w.Close(); err != nil {
+			return nil, err
+		}
+	case 4:
+		w, err := zstd.NewWriter(&out, zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			return nil, err
+		}
+		if _, err := w.Write(src); err != nil {
+			return nil, err
+		}
+		if err := w.Close(); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("compression codec %d unknown", codec)
+	}
+	return out.Bytes(), nil
+}
+
+// WithRecords returns a copy of the batch b (its header) holding payload as its records, with
+// the codec, record count and last offset delta given, and a correct CRC and batchLength. Tests
+// use it to build batches that lie about themselves.
+func WithRecords(b []byte, codec int, payload []byte, count, lastOffsetDelta int32) []byte {
+	out := append(append([]byte(nil), b[:HeaderSize]...), payload...)
+	be := binary.BigEndian
+	be.PutUint32(out[BatchLengthOffset:], uint32(len(out)-LogOverhead))
+	attrs := int16(be.Uint16(out[AttributesOffset:]))&^compressionMask | int16(codec)
+	be.PutUint16(out[AttributesOffset:], uint16(attrs))
+	be.PutUint32(out[RecordCountOffset:], uint32(count))
+	be.PutUint32(out[LastOffsetDeltaOffset:], uint32(lastOffsetDelta))
+	SetChecksum(out)
+	return out
+}
+
+// BuildCompressed is Build with the records compressed by codec.
+func BuildCompressed(dst []byte, o BuildOptions, recs []Record, codec int) ([]byte, error) {
+	plain := Build(nil, o, recs)
+	payload, err := Compress(codec, plain[HeaderSize:])
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, WithRecords(plain, codec, payload, int32(len(recs)), int32(len(recs)-1))...), nil
 }

@@ -19,8 +19,23 @@
 //	57   4    recordCount
 //	61   ...  records
 //
-// Nothing here allocates or copies record bytes: headers are decoded from the caller's slice and
-// the only writes are the two fields outside the CRC. Validation failures are typed: each wraps a
-// franz-go kerr error carrying the Kafka error code the broker must answer with
-// (CORRUPT_MESSAGE, UNSUPPORTED_FOR_MESSAGE_FORMAT, INVALID_RECORD, MESSAGE_TOO_LARGE).
+// Records are read by one bounded, streaming Reader (reader.go) used by every path that looks
+// inside batches: produce validation, ListOffsets by timestamp, the log cleaner and the group
+// coordinator. An uncompressed batch is walked in place, without copying or allocating; a
+// compressed one (gzip, snappy raw or in Kafka's xerial framing, lz4 frame, zstd) is decompressed
+// as a stream into the reader's buffer, never whole, and never past a bound (DecompressLimit:
+// 16 x max(max.message.bytes, 1 MiB)). Readers, their decoders and buffers are pooled
+// (GetReader / Release); a Reader is used by one goroutine at a time. At most
+// max(4, 2 x GOMAXPROCS) compressed batches from the network (produce validation, ListOffsets)
+// are decompressed at once (decompressSlots): the memory a flood of compressed batches can cost
+// is that many times twice the bound, whatever the number of clients.
+//
+// ValidateProduce is Kafka's LogValidator for magic 2: the header, then every record against it
+// (count, offset deltas 0..n-1, framing, keys on compacted topics, timestamp bounds), then the
+// header's maxTimestamp and timestamp type stamped as the log's message.timestamp.type says (the
+// only write into CRC-covered bytes, with the CRC recomputed, and only when they changed). The
+// other writes are the two fields outside the CRC (baseOffset, partitionLeaderEpoch). Validation
+// failures are typed: each wraps a franz-go kerr error carrying the Kafka error code the broker
+// must answer with (CORRUPT_MESSAGE, UNSUPPORTED_FOR_MESSAGE_FORMAT, INVALID_RECORD,
+// INVALID_TIMESTAMP, MESSAGE_TOO_LARGE); a refusal naming one record is a *RecordError.
 package record

@@ -213,13 +213,13 @@ func TestValidateRefusals(t *testing.T) {
 			}
 		})
 	}
-	// Accepted: exactly at the limit; a compressed batch (records not counted); LogAppendTime.
+	// Accepted: exactly at the limit. Refused: records marked zstd that are not zstd.
 	if _, err := record.Validate(testBatch(), len(testBatch())); err != nil {
 		t.Fatalf("batch at max.message.bytes: %v", err)
 	}
 	compressed := edit(func(b []byte) []byte { be.PutUint16(b[record.AttributesOffset:], 4); return reCRC(b) })
-	if h, err := record.Validate(compressed, 0); err != nil || h.Compression() != 4 {
-		t.Fatalf("zstd batch: %v", err)
+	if _, err := record.Validate(compressed, 0); !errors.Is(err, kerr.CorruptMessage) {
+		t.Fatalf("zstd batch holding plain records: %v", err)
 	}
 }
 
@@ -263,6 +263,15 @@ func FuzzValidate(f *testing.F) {
 	binary.BigEndian.PutUint16(c[record.AttributesOffset:], 2)
 	f.Add(reCRC(c), 0)
 	f.Add(make([]byte, record.HeaderSize), 0)
+	for codec := 1; codec <= 4; codec++ { // compressed seeds: honest, and claiming MaxInt32 records
+		plain := testBatch()
+		payload, err := record.Compress(codec, plain[record.HeaderSize:])
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(record.WithRecords(plain, codec, payload, 4, 3), 0)
+		f.Add(record.WithRecords(plain, codec, payload, 1<<31-1, 1<<31-2), 0)
+	}
 	f.Fuzz(func(t *testing.T, b []byte, maxBytes int) {
 		in := append([]byte(nil), b...)
 		h, err := record.Validate(b, maxBytes)

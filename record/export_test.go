@@ -1,0 +1,4 @@
+package record
+
+// VarintForTest exposes varint to the external tests.
+var VarintForTest = varint
