@@ -1,7 +1,7 @@
 package broker
 
 // The transport's memory and connection bounds, from the configuration (netio/budget.go does
-// the counting; docs/limits-memory.md describes what a client can cost the broker).
+// the counting; docs/security.md#what-a-client-can-cost-the-broker describes what a client can cost the broker).
 
 import (
 	"bufio"

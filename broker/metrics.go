@@ -265,7 +265,7 @@ var (
 	descRebalDone       = prometheus.NewDesc("weir_group_rebalances_total", "Rebalances completed: join phases of groups this broker coordinates that produced a new generation (entering CompletingRebalance).", nil, nil)
 	descConnections     = prometheus.NewDesc("weir_connections", "Open client connections (all listeners).", nil, nil)
 	descPanics          = prometheus.NewDesc("weir_handler_panics_total", "Request handler panics recovered (each closed its connection); should stay 0.", nil, nil)
-	// The transport's memory and connection bounds (netio/budget.go, docs/limits-memory.md).
+	// The transport's memory and connection bounds (netio/budget.go, docs/security.md#what-a-client-can-cost-the-broker).
 	descHeldBytes       = prometheus.NewDesc("weir_request_bytes_held", "Bytes of request frames read (or being read) and not yet released, all connections (bounded by queued.max.request.bytes).", nil, nil)
 	descHeldRequests    = prometheus.NewDesc("weir_requests_in_flight", "Requests read and not yet answered, all connections.", nil, nil)
 	descMuted           = prometheus.NewDesc("weir_connections_muted", "Connections whose reader waits for room now (queued.max.request.bytes[.per.connection], the in-flight limit or queued.max.requests) instead of reading.", nil, nil)
