@@ -3,7 +3,8 @@ package broker
 // Metadata (key 3), v0-v13. Topics by name or (v10+) by id; a nil topic list (v1+; empty in
 // v0) means every topic. With allow_auto_topic_creation (v4+, implied before) and
 // auto.create.topics.enable, unknown topics are created with num.partitions. The broker list
-// holds this broker at its advertised address for the listener the request came in on.
+// holds this broker at its advertised address for the listener the request came in on. A topic
+// named more than once is answered once, as Kafka does.
 
 import (
 	"errors"
@@ -49,9 +50,25 @@ func handleMetadata(b *Broker, r *netio.Request) netio.Reply {
 		b.metadataAuthorizedOps(r, req, resp)
 		return netio.Reply{Response: resp}
 	}
+	// Each topic is answered once however often the request names it, as Kafka does (it
+	// collects the requested topics into a set): a request naming a topic of P partitions N
+	// times would otherwise cost N x P partition entries, thousands of times its own size.
+	seenNames := make(map[string]struct{}, min(len(req.Topics), 1024))
+	seenIDs := make(map[[16]byte]struct{})
 	for _, rt := range req.Topics {
 		var t Topic
 		var ok bool
+		if rt.Topic != nil {
+			if _, dup := seenNames[*rt.Topic]; dup {
+				continue
+			}
+			seenNames[*rt.Topic] = struct{}{}
+		} else {
+			if _, dup := seenIDs[rt.TopicID]; dup {
+				continue
+			}
+			seenIDs[rt.TopicID] = struct{}{}
+		}
 		switch {
 		case rt.Topic != nil:
 			if denied != nil && denied(*rt.Topic) {

@@ -359,6 +359,54 @@ func TestMetadataTopicValidation(t *testing.T) {
 	wireServes(t, b)
 }
 
+// TestMetadataDuplicateTopicsAnsweredOnce: a Metadata request naming a 100-partition topic
+// 20,000 times (and one id and an unknown name many times) gets one entry per topic, as from
+// Kafka, not 20,000 x 100 partition entries: about 300 KiB of request would otherwise build a
+// response of hundreds of MiB (a 5 MiB one, gigabytes).
+func TestMetadataDuplicateTopicsAnsweredOnce(t *testing.T) {
+	b := startBroker(t, nil)
+	wireCreateTopics(t, b, 7, wireTopic("wide", 100))
+	w := dialWire(t, b.Addr())
+	req := kmsg.NewPtrMetadataRequest()
+	for range 20000 {
+		for _, name := range []string{"wide", "missing"} {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(name)
+			req.Topics = append(req.Topics, rt)
+		}
+	}
+	resp := wireRoundTrip[*kmsg.MetadataResponse](w, req, 12)
+	if len(resp.Topics) != 2 {
+		t.Fatalf("Metadata naming 2 topics 20000 times each: %d topic entries, want 2", len(resp.Topics))
+	}
+	var id [16]byte
+	for _, mt := range resp.Topics {
+		switch *mt.Topic {
+		case "wide":
+			if mt.ErrorCode != 0 || len(mt.Partitions) != 100 {
+				t.Fatalf("wide: error %d, %d partitions", mt.ErrorCode, len(mt.Partitions))
+			}
+			id = mt.TopicID
+		case "missing":
+			if mt.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+				t.Fatalf("missing: error %d", mt.ErrorCode)
+			}
+		}
+	}
+	// By id (v12): the same.
+	req = kmsg.NewPtrMetadataRequest()
+	for range 20000 {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.TopicID = id
+		req.Topics = append(req.Topics, rt)
+	}
+	resp = wireRoundTrip[*kmsg.MetadataResponse](w, req, 12)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 100 {
+		t.Fatalf("Metadata naming one id 20000 times: %d topic entries", len(resp.Topics))
+	}
+	wireServes(t, b)
+}
+
 // TestProduceErrorsPerPartition sends, in one request, valid batches and batches that must be
 // refused; each refused partition gets its own error and the others are appended.
 func TestProduceErrorsPerPartition(t *testing.T) {

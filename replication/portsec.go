@@ -23,9 +23,11 @@ package replication
 //     PortSecurity.Allowed (super.users and the brokers' own principal on the port).
 //
 // The whole handshake is bounded: handshakeTimeout for TLS and the exchange together, helloMax
-// bytes for the hello, and at most maxHandshakes connections in the handshake at once (more are
-// closed at once). SCRAM is not offered on this port: SCRAM credentials live in the metadata
-// log, which this port carries, so they cannot authenticate the brokers that bootstrap it.
+// bytes for the hello, and at most maxHandshakes connections in the handshake at once
+// (maxHandshakesPerIP from one address): a new connection over the bound closes the oldest
+// handshake, of its own address first (handshakes.go). SCRAM is not offered on this port:
+// SCRAM credentials live in the metadata log, which this port carries, so they cannot
+// authenticate the brokers that bootstrap it.
 
 import (
 	"context"
@@ -107,8 +109,11 @@ const (
 	helloMax = 2048
 	// handshakeTimeout bounds TLS and the authentication exchange together.
 	handshakeTimeout = 10 * time.Second
-	// maxHandshakes bounds connections in the handshake at once; more are closed at once.
-	maxHandshakes = 128
+	// maxHandshakes bounds connections in the handshake at once, maxHandshakesPerIP those from
+	// one client address; a new connection over either bound closes the oldest one
+	// (handshakes.go), so silent connections cannot lock the brokers out.
+	maxHandshakes      = 128
+	maxHandshakesPerIP = 32
 
 	statusOK           byte = 0
 	statusAuthFailed   byte = 1

@@ -43,8 +43,9 @@ type mux struct {
 	log      *slog.Logger
 	sec      *PortSecurity // nil: PLAINTEXT
 	refusals rateLog
-	// handshakes holds a token per connection in the security handshake (maxHandshakes).
-	handshakes chan struct{}
+	// handshakes are the connections in the security handshake (maxHandshakes, and
+	// maxHandshakesPerIP per client address; the oldest is closed to admit a new one).
+	handshakes *handshakeSlots
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -55,7 +56,7 @@ type mux struct {
 
 func newMux(ln net.Listener, log *slog.Logger, sec *PortSecurity) *mux {
 	return &mux{ln: ln, raftCh: make(chan net.Conn), log: log, done: make(chan struct{}), conns: map[net.Conn]struct{}{},
-		sec: sec, refusals: rateLog{log: log, interval: 10 * time.Second}, handshakes: make(chan struct{}, maxHandshakes)}
+		sec: sec, refusals: rateLog{log: log, interval: 10 * time.Second}, handshakes: newHandshakeSlots(maxHandshakes, maxHandshakesPerIP)}
 }
 
 func (m *mux) serve() {
@@ -112,15 +113,14 @@ func (m *mux) untrack(c net.Conn) {
 func (m *mux) dispatch(raw net.Conn) {
 	conn, principal := raw, ""
 	if m.sec != nil {
-		select {
-		case m.handshakes <- struct{}{}:
-		default:
-			m.refusals.refused("controller port: too many connections in the security handshake; closing", "remote", raw.RemoteAddr().String())
-			m.closeConn(raw)
-			return
+		slot, displaced := m.handshakes.enter(raw)
+		if displaced {
+			m.refusals.refused("controller port: too many connections in the security handshake; closed the oldest", "remote", raw.RemoteAddr().String())
 		}
 		c, p, err := m.serverHandshake(raw)
-		<-m.handshakes
+		if m.handshakes.leave(slot) && err == nil {
+			err = errors.New("closed to admit newer connections in the security handshake")
+		}
 		if err != nil {
 			m.refusals.refused("controller port: connection refused", "remote", raw.RemoteAddr().String(), "err", err)
 			m.closeConn(raw)

@@ -106,3 +106,60 @@ func TestLockDir(t *testing.T) {
 		t.Fatalf(".lock: %v %v", st, err)
 	}
 }
+
+// TestWriteFileAtomicCrash: whatever fails, and wherever the power goes, a file written with
+// WriteFileAtomic (meta.properties, checkpoints) is either absent, its previous content, or its
+// new content: never empty or truncated (a truncated meta.properties stops the next start).
+func TestWriteFileAtomicCrash(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "meta.properties")
+	read := func() string {
+		b, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return "<absent>"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	fs := NewFaultFS(OS)
+	// First write, failing at fsync, then a crash: no file, not an empty one.
+	fs.FailNextSync(syscall.EIO)
+	if err := WriteFileAtomic(fs, p, []byte("cluster.id=one\n")); err == nil {
+		t.Fatal("write with a failing fsync succeeded")
+	}
+	if err := fs.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "<absent>" {
+		t.Fatalf("after a failed first write and a crash: %q", got)
+	}
+	fs = NewFaultFS(OS)
+	if err := WriteFileAtomic(fs, p, []byte("cluster.id=one\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "cluster.id=one\n" {
+		t.Fatalf("after a completed write and a crash: %q", got)
+	}
+	// A rewrite that fails (write or fsync) keeps the old content, crash or not.
+	for _, fail := range []func(*FaultFS){
+		func(f *FaultFS) { f.FailNextWrite(syscall.ENOSPC) },
+		func(f *FaultFS) { f.FailNextSync(syscall.EIO) },
+	} {
+		fs = NewFaultFS(OS)
+		fail(fs)
+		if err := WriteFileAtomic(fs, p, []byte("cluster.id=two\n")); err == nil {
+			t.Fatal("faulted rewrite succeeded")
+		}
+		if err := fs.Crash(); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(); got != "cluster.id=one\n" {
+			t.Fatalf("after a failed rewrite and a crash: %q", got)
+		}
+	}
+}
