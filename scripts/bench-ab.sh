@@ -46,6 +46,7 @@ run_one() { # label bin case_name flags...
   done
   local t0; t0=$(cpu_ticks "$pid")
   local dir="$out/runs/$cname/$label-$(date +%s%N)"
+  mkdir -p "$out/runs/$cname"
   timeout 300 "$new" bench produce --bootstrap "127.0.0.1:$PORT" --duration "$DURATION" --warmup "$WARMUP" \
     --quiet --out "$dir" "$@" >"$dir.txt" 2>&1 || true
   local t1; t1=$(cpu_ticks "$pid")
@@ -64,18 +65,6 @@ p50, p99 = r["publish"]["p50_ms"], r["publish"]["p99_ms"]
 cpu = ticks / tck
 per = (cpu / total * 1e6) if total else float("nan")
 print(f"{cname:6} {label:4} rate={rate:9.0f} rec/s p50={p50:8.2f} ms p99={p99:8.2f} ms broker_cpu={cpu:6.2f} s acked={total} cpu/record={per:5.2f} us")
-def find(d, *names):
-    for n in names:
-        if n in d: return d[n]
-    return None
-rate = find(s, "records_per_sec", "msgs_per_sec", "rate")
-total = find(s, "records", "messages", "acked", "count")
-lat = s.get("publish_latency_ms") or s.get("latency_ms") or {}
-p50 = lat.get("p50") if isinstance(lat, dict) else None
-p99 = lat.get("p99") if isinstance(lat, dict) else None
-cpu = ticks / tck
-per = (cpu / total * 1e6) if total else float("nan")
-print(f"{cname:6} {label:4} rate={rate} rec/s p50={p50} ms p99={p99} ms broker_cpu={cpu:.2f}s records={total} cpu/record={per:.2f}us")
 EOF
 }
 
