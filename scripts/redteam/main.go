@@ -2,7 +2,7 @@
 // Kafka-protocol requests and raw controller-port frames, and prints what the attacker gets back,
 // the broker's resident memory (VmRSS of -pid) before, at its peak and after, and whether
 // another client can still create a topic and produce. Every attack is bounded in count, bytes
-// and time. docs/security-attacks.md has the broker settings and the results.
+// and time. docs/security.md (Attacks replayed) has the broker settings and the results.
 //
 //	go run ./scripts/redteam -addr 127.0.0.1:9092 -pid $PID <attack>
 //
