@@ -91,6 +91,7 @@ func (l netLimits) applyTo(nc *netio.Config) {
 	}
 	nc.ConnectionsPerIPOverrides = l.perIPOverrides
 	nc.MaxConnectionCreationRate = l.creationRate
+	nc.DecodeCost = requestDecodeCost
 }
 
 // parsePerIPOverrides parses max.connections.per.ip.overrides: host:count or ip:count,

@@ -267,6 +267,7 @@ var (
 	descPanics          = prometheus.NewDesc("weir_handler_panics_total", "Request handler panics recovered (each closed its connection); should stay 0.", nil, nil)
 	// The transport's memory and connection bounds (netio/budget.go, docs/security.md#what-a-client-can-cost-the-broker).
 	descHeldBytes       = prometheus.NewDesc("weir_request_bytes_held", "Bytes of request frames read (or being read) and not yet released, all connections (bounded by queued.max.request.bytes).", nil, nil)
+	descDecodeBytes     = prometheus.NewDesc("weir_request_decode_bytes_held", "Estimated memory of decoded requests and their responses beyond their frames (decode charges), all connections; counted with the frames against queued.max.request.bytes.", nil, nil)
 	descHeldRequests    = prometheus.NewDesc("weir_requests_in_flight", "Requests read and not yet answered, all connections.", nil, nil)
 	descMuted           = prometheus.NewDesc("weir_connections_muted", "Connections whose reader waits for room now (queued.max.request.bytes[.per.connection], the in-flight limit or queued.max.requests) instead of reading.", nil, nil)
 	descMutes           = prometheus.NewDesc("weir_connection_mutes_total", "Times a connection's reader had to wait for room before reading a request.", nil, nil)
@@ -293,7 +294,7 @@ func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 		descReplicaLag, descPartitions, descLeaders, descUnderReplicated, descUnderMinISR, descOffline,
 		descControllerActv, descControllerID, descBrokers, descGroups, descRebalStarted, descRebalDone,
 		descConnections, descPanics, descLogDirOnline, descInfo, descReady,
-		descHeldBytes, descHeldRequests, descMuted, descMutes, descRefused, descAcceptBlocked, descThrottled,
+		descHeldBytes, descDecodeBytes, descHeldRequests, descMuted, descMutes, descRefused, descAcceptBlocked, descThrottled,
 		descFilesUsed, descFilesLimit, descFilesRlimit, descMapsUsed, descMapsLimit, descMapsSysctl, descRefusals, descReplicaFailures} {
 		ch <- d
 	}
@@ -428,6 +429,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descPanics, float64(b.server.HandlerPanics()))
 	ns := b.server.Stats()
 	gauge(descHeldBytes, float64(ns.HeldBytes))
+	gauge(descDecodeBytes, float64(ns.DecodeBytes))
 	gauge(descHeldRequests, float64(ns.HeldRequests))
 	gauge(descMuted, float64(ns.Muted))
 	counter(descMutes, float64(ns.MutedTotal))

@@ -124,7 +124,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		"weir_handler_panics_total", "weir_log_dir_online", "weir_isr_shrinks_total", "weir_isr_expands_total",
 		"weir_log_flush_duration_seconds_count", "weir_log_flush_batch_appends_count",
 		"weir_replication_bytes_out_total", "go_goroutines", "process_open_fds",
-		"weir_request_bytes_held", "weir_requests_in_flight", "weir_connections_muted", "weir_connection_mutes_total",
+		"weir_request_bytes_held", "weir_request_decode_bytes_held", "weir_requests_in_flight", "weir_connections_muted", "weir_connection_mutes_total",
 		"weir_listeners_accept_blocked", "weir_connection_accepts_throttled_total",
 		"weir_open_files_budget_used", "weir_open_files_budget_limit", "weir_open_files_rlimit",
 		"weir_mmap_budget_used", "weir_mmap_budget_limit", "weir_mmap_max_map_count",

@@ -34,6 +34,10 @@ import (
 // smallFrame is the size up to which a frame may use the broker budget's reserve.
 const smallFrame = 64 << 10
 
+// smallDecode is the decode charge up to which a request may use the broker budget's reserve
+// (a small frame's charge at the amplification DecodeCost estimates for most APIs).
+const smallDecode = 40 * smallFrame
+
 // budget is a broker-wide bound on bytes held by request frames. A nil *budget is unbounded.
 // Frames larger than smallFrame are admitted in arrival order (a large frame never waits
 // forever while later ones that happen to fit pass it); small frames pass them within the
@@ -43,9 +47,11 @@ type budget struct {
 	reserve int64 // extra bytes only frames of at most smallFrame may use
 
 	mu sync.Mutex // guards held, waiters, queue, wake
-	// held is the bytes of frames counted now.
-	held    int64
-	waiters int
+	// held is the bytes of frames and decode charges counted now.
+	held int64
+	// decoding is the bytes of decode charges counted now (a part of held).
+	decoding int64
+	waiters  int
 	// queue are the large frames waiting, in arrival order: only the first may be admitted.
 	queue []*int64
 	// wake is closed (and cleared) when a waiter may now fit: a release, or a change of the
@@ -122,6 +128,71 @@ func (b *budget) acquire(n int64, stop, dead <-chan struct{}, onWait func()) boo
 	return true
 }
 
+// acquireDecode counts a decode charge of n bytes for a frame already read (Config.DecodeCost),
+// waiting while it does not fit. A charge fits within the limit (small ones, up to smallDecode,
+// also within the reserve), or when no other decode charge is counted: so one request at a time
+// may decode past the budget (a frame of socket.request.max.bytes made of tiny entries), and a
+// wait always ends, since the charges counted belong to requests being handled or answered,
+// which never wait for the budget. The waiting reader holds its frame's bytes, not a charge.
+func (b *budget) acquireDecode(n int64, stop, dead <-chan struct{}, onWait func()) bool {
+	if b == nil || n <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	waited := false
+	for !b.decodeFitsLocked(n) {
+		if !waited && onWait != nil {
+			onWait()
+		}
+		waited = true
+		if b.wake == nil {
+			b.wake = make(chan struct{})
+		}
+		w := b.wake
+		b.waiters++
+		b.mu.Unlock()
+		var gaveUp bool
+		select {
+		case <-w:
+		case <-stop:
+			gaveUp = true
+		case <-dead:
+			gaveUp = true
+		}
+		b.mu.Lock()
+		b.waiters--
+		if gaveUp {
+			return false
+		}
+	}
+	b.held += n
+	b.decoding += n
+	return true
+}
+
+func (b *budget) decodeFitsLocked(n int64) bool {
+	switch {
+	case b.decoding == 0, b.held+n <= b.limit:
+		return true
+	case n <= smallDecode:
+		return b.held+n <= b.limit+b.reserve
+	}
+	return false
+}
+
+// releaseDecode gives back a decode charge of n bytes.
+func (b *budget) releaseDecode(n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.held -= n
+	b.decoding -= n
+	b.wakeLocked()
+	b.mu.Unlock()
+}
+
 // leaveQueueLocked removes me from the queue; a new head is woken, as it may fit.
 func (b *budget) leaveQueueLocked(me *int64) {
 	for i, q := range b.queue {
@@ -160,6 +231,9 @@ type Stats struct {
 	// HeldBytes is the bytes of request frames read (or being read) and not yet released,
 	// over every connection.
 	HeldBytes int64
+	// DecodeBytes is the decode charges (Config.DecodeCost) of requests being handled or
+	// answered, over every connection.
+	DecodeBytes int64
 	// HeldRequests is the number of requests read and not yet answered, over every connection.
 	HeldRequests int64
 	// Muted is the number of connections whose reader waits for room now (per-connection
@@ -178,6 +252,7 @@ type Stats struct {
 // stats are the counters behind Stats.
 type stats struct {
 	heldBytes     atomic.Int64
+	decodeBytes   atomic.Int64
 	heldRequests  atomic.Int64
 	muted         atomic.Int64
 	mutedTotal    atomic.Int64
@@ -191,6 +266,7 @@ func (s *Server) Stats() Stats {
 	return Stats{
 		Connections:   s.connCount.Load(),
 		HeldBytes:     s.st.heldBytes.Load(),
+		DecodeBytes:   s.st.decodeBytes.Load(),
 		HeldRequests:  s.st.heldRequests.Load(),
 		Muted:         s.st.muted.Load(),
 		MutedTotal:    s.st.mutedTotal.Load(),

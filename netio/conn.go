@@ -58,6 +58,8 @@ type queued struct {
 	frame    *bytebufferpool.ByteBuffer
 	// size is the bytes frame counts for (0 once released).
 	size int64
+	// decode is the request's decode charge (Config.DecodeCost), released with the request.
+	decode int64
 }
 
 func newConn(s *Server, tc *net.TCPConn, l Listener) *conn {
@@ -144,17 +146,24 @@ func (c *conn) readLoop() {
 			c.logReadErr(err)
 			return
 		}
+		dc, ok := c.chargeDecode(frame.B)
+		if !ok {
+			c.done(frame, n)
+			return
+		}
 		if !c.takeSlot() {
+			c.releaseDecode(dc)
 			c.done(frame, n)
 			return
 		}
 		q, ok := c.dispatch(frame)
 		c.srv.putSlot()
 		if !ok {
+			c.releaseDecode(dc)
 			c.done(frame, n)
 			return
 		}
-		q.size = n
+		q.size, q.decode = n, dc
 		if q.reply.NoAlias { // nothing refers to the request's bytes any more: release them now
 			c.releaseFrame(frame, n)
 			q.frame, q.size = nil, 0
@@ -392,7 +401,44 @@ func (c *conn) writeLoop() {
 			c.nc.Close()
 			close(c.dead)
 		}
+		c.releaseDecode(q.decode)
 		c.done(q.frame, q.size)
+	}
+}
+
+// chargeDecode counts the decode charge of a frame read (Config.DecodeCost) against the broker
+// budget, waiting (muted) while it does not fit. It returns false when the connection stops or
+// broke meanwhile.
+func (c *conn) chargeDecode(frame []byte) (int64, bool) {
+	cost := c.srv.cfg.DecodeCost
+	if cost == nil || c.srv.budget == nil || len(frame) < 4 {
+		return 0, true
+	}
+	n := cost(int16(binary.BigEndian.Uint16(frame)), int16(binary.BigEndian.Uint16(frame[2:])), frame)
+	if n <= 0 {
+		return 0, true
+	}
+	muted := false
+	ok := c.srv.budget.acquireDecode(n, c.stopped, c.dead, func() {
+		muted = true
+		c.srv.st.muted.Add(1)
+		c.srv.st.mutedTotal.Add(1)
+	})
+	if muted {
+		c.srv.st.muted.Add(-1)
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+	}
+	if !ok {
+		return 0, false
+	}
+	c.srv.st.decodeBytes.Add(n)
+	return n, true
+}
+
+func (c *conn) releaseDecode(n int64) {
+	if n > 0 {
+		c.srv.budget.releaseDecode(n)
+		c.srv.st.decodeBytes.Add(-n)
 	}
 }
 

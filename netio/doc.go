@@ -21,12 +21,15 @@
 // (queued.max.request.bytes, with a reserve for frames of at most 64 KiB so the small
 // requests that complete other replies are still read; larger frames wait for it in arrival
 // order). A frame always fits when nothing else
-// is held, so a request of MaxRequestBytes is always served. After reading, a request takes one
-// of MaxQueuedRequests slots (queued.max.requests) until its handler returns. Only readers wait;
+// is held, so a request of MaxRequestBytes is always served. After reading, a request is charged
+// what it decodes into beyond its frame (Config.DecodeCost) against the same broker budget,
+// waiting (muted) until the charge fits or no other charge is counted, and released with its
+// reply: a request of many tiny entries costs what it decodes into, not its bytes. Then it takes
+// one of MaxQueuedRequests slots (queued.max.requests) until its handler returns. Only readers wait;
 // writers only release, so every wait ends once the replies ahead of it are written, and those
 // wait for bounded things only (fdatasync, a long poll's max wait, acks=all's timeout). Idle
 // frame buffers above 1 MiB are kept in a pool bounded to 64 MiB (or a quarter of
-// MaxQueuedBytes); smaller ones in bytebufferpool. Stats reports bytes and requests held, muted
+// MaxQueuedBytes); smaller ones in bytebufferpool. Stats reports bytes, decode charges and requests held, muted
 // connections and refused connections.
 //
 // Connections: at MaxConnections open (or a Listener's own MaxConnections) the listener's

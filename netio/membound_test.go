@@ -345,3 +345,46 @@ func TestBudgetLargeFramesInOrder(t *testing.T) {
 		t.Fatalf("held %d, queue %d after every release", b.held, len(b.queue))
 	}
 }
+
+// TestBudgetDecodeCharges: decode charges fit within the limit, small ones within the reserve,
+// and one past the limit is admitted only while no other is counted; a waiting charge is
+// admitted when the one ahead of it is released.
+func TestBudgetDecodeCharges(t *testing.T) {
+	b := newBudget(1 << 20)
+	never := make(chan struct{})
+	if !b.acquire(900<<10, never, never, nil) || !b.acquireDecode(100<<10, never, never, nil) {
+		t.Fatal("charges within the limit must fit")
+	}
+	if !b.acquireDecode(smallDecode/16, never, never, func() { t.Fatal("a small charge waited within the reserve") }) {
+		t.Fatal("small charge refused")
+	}
+	b.releaseDecode(smallDecode / 16)
+	b.releaseDecode(100 << 10)
+	// Nothing decoding: a charge far past the limit is admitted (one request at a time).
+	if !b.acquireDecode(64<<20, never, never, nil) {
+		t.Fatal("a lone oversize charge must be admitted")
+	}
+	got := make(chan bool, 1)
+	waited := make(chan struct{})
+	go func() { got <- b.acquireDecode(32<<20, never, never, func() { close(waited) }) }()
+	<-waited
+	select {
+	case <-got:
+		t.Fatal("a second oversize charge was admitted while another is counted")
+	case <-time.After(50 * time.Millisecond):
+	}
+	b.releaseDecode(64 << 20)
+	if !<-got {
+		t.Fatal("the waiting charge was not admitted after the release")
+	}
+	stop := make(chan struct{})
+	close(stop)
+	if b.acquireDecode(32<<20, stop, never, nil) {
+		t.Fatal("a stopped wait must give up")
+	}
+	b.releaseDecode(32 << 20)
+	b.release(900 << 10)
+	if b.held != 0 || b.decoding != 0 {
+		t.Fatalf("held %d decoding %d after every release", b.held, b.decoding)
+	}
+}

@@ -51,6 +51,14 @@ type Config struct {
 	// MaxQueuedRequests is queued.max.requests: requests read and not yet handled over every
 	// connection (default 500, Kafka's).
 	MaxQueuedRequests int
+	// DecodeCost, when set, estimates the memory a request's decoded form and its response
+	// take beyond its frame (frame is the whole request: header and body), so that a request
+	// made of many tiny entries (a Produce naming a million partitions) counts for what it
+	// costs, not for its bytes. The estimate is charged to the broker budget after the frame
+	// was read and before it is decoded (budget.go, acquireDecode), and released with the
+	// request. It must be cheap (no allocation) and must not trust the frame (it may be
+	// malformed). Nil: no charge.
+	DecodeCost func(key, version int16, frame []byte) int64
 	// Observer, when set, is told about every answered request (metrics).
 	Observer Observer
 	// MaxUnauthenticatedBytes bounds request frames on a RequireAuth listener until the
