@@ -161,18 +161,9 @@ func (m *Manager) retryDeletes() {
 // MoveAsideLog closes tp's log and renames its directory "<...>-stray": it is no longer served
 // nor loaded at the next start, and stays on disk for an operator (Kafka's stray logs).
 func (m *Manager) MoveAsideLog(tp TopicPartition) error {
-	m.mu.Lock()
-	l, ok := m.logs[tp]
-	d := m.dirOf[tp]
-	delete(m.logs, tp)
-	delete(m.dirOf, tp)
-	delete(m.ids, tp)
-	m.mu.Unlock()
-	if !ok {
+	l, d := m.detachLog(tp, "stray")
+	if l == nil {
 		return nil
-	}
-	if err := l.Close(); err != nil {
-		slog.Warn("close stray log", "partition", tp, "err", err)
 	}
 	aside := filepath.Join(d.Path, SuffixedDirName(tp, StrayDirSuffix))
 	if err := m.fsys.Rename(l.Dir(), aside); err != nil {

@@ -367,11 +367,9 @@ func (m *Manager) CreateLog(tp TopicPartition, topicID [16]byte) (*Log, error) {
 	return l, nil
 }
 
-// DeleteLog closes tp's log and removes its directory: renamed to a "-delete" name first (so a
-// crash midway never resurrects it; the name fits in 255 bytes whatever the topic's length),
-// then removed (deletedir.go). A failed removal is returned, and retried until it succeeds
-// (DeleteFailed reports it meanwhile).
-func (m *Manager) DeleteLog(tp TopicPartition) error {
+// detachLog takes tp's log out of the manager and closes it (what names it in the log line if
+// closing fails); nil when there is none.
+func (m *Manager) detachLog(tp TopicPartition, what string) (*Log, *dirState) {
 	m.mu.Lock()
 	l, ok := m.logs[tp]
 	d := m.dirOf[tp]
@@ -380,10 +378,22 @@ func (m *Manager) DeleteLog(tp TopicPartition) error {
 	delete(m.ids, tp)
 	m.mu.Unlock()
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	if err := l.Close(); err != nil {
-		slog.Warn("close deleted log", "partition", tp, "err", err)
+		slog.Warn("close "+what+" log", "partition", tp, "err", err)
+	}
+	return l, d
+}
+
+// DeleteLog closes tp's log and removes its directory: renamed to a "-delete" name first (so a
+// crash midway never resurrects it; the name fits in 255 bytes whatever the topic's length),
+// then removed (deletedir.go). A failed removal is returned, and retried until it succeeds
+// (DeleteFailed reports it meanwhile).
+func (m *Manager) DeleteLog(tp TopicPartition) error {
+	l, d := m.detachLog(tp, "deleted")
+	if l == nil {
+		return nil
 	}
 	if err := m.removeLogDir(d, tp, l.Dir()); err != nil {
 		m.notePendingDelete(d, tp, l.Dir(), err)

@@ -98,23 +98,7 @@ func (b *budget) acquire(n int64, stop, dead <-chan struct{}, onWait func()) boo
 		onWait()
 	}
 	for !(b.fitsLocked(n) && (!large || b.queue[0] == me)) {
-		if b.wake == nil {
-			b.wake = make(chan struct{})
-		}
-		w := b.wake
-		b.waiters++
-		b.mu.Unlock()
-		var gaveUp bool
-		select {
-		case <-w:
-		case <-stop:
-			gaveUp = true
-		case <-dead:
-			gaveUp = true
-		}
-		b.mu.Lock()
-		b.waiters--
-		if gaveUp {
+		if !b.waitLocked(stop, dead) {
 			if large {
 				b.leaveQueueLocked(me)
 			}
@@ -146,23 +130,7 @@ func (b *budget) acquireDecode(n int64, stop, dead <-chan struct{}, onWait func(
 			onWait()
 		}
 		waited = true
-		if b.wake == nil {
-			b.wake = make(chan struct{})
-		}
-		w := b.wake
-		b.waiters++
-		b.mu.Unlock()
-		var gaveUp bool
-		select {
-		case <-w:
-		case <-stop:
-			gaveUp = true
-		case <-dead:
-			gaveUp = true
-		}
-		b.mu.Lock()
-		b.waiters--
-		if gaveUp {
+		if !b.waitLocked(stop, dead) {
 			return false
 		}
 	}
@@ -191,6 +159,28 @@ func (b *budget) releaseDecode(n int64) {
 	b.decoding -= n
 	b.wakeLocked()
 	b.mu.Unlock()
+}
+
+// waitLocked waits, with b.mu released, for the next wake (a release or a new queue head); it
+// returns false when stop or dead closed instead.
+func (b *budget) waitLocked(stop, dead <-chan struct{}) bool {
+	if b.wake == nil {
+		b.wake = make(chan struct{})
+	}
+	w := b.wake
+	b.waiters++
+	b.mu.Unlock()
+	woken := true
+	select {
+	case <-w:
+	case <-stop:
+		woken = false
+	case <-dead:
+		woken = false
+	}
+	b.mu.Lock()
+	b.waiters--
+	return woken
 }
 
 // leaveQueueLocked removes me from the queue; a new head is woken, as it may fit.
