@@ -175,3 +175,56 @@ func TestMemoryBoundDecodeAmplification(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// FuzzScanProduce: the scan never panics nor reads past the frame, and on every frame kmsg
+// decodes as a Produce request it counts the topics and partitions kmsg found.
+func FuzzScanProduce(f *testing.F) {
+	formatter := kmsg.NewRequestFormatter(kmsg.FormatterClientID("fuzz"))
+	for _, v := range []int16{3, 8, 9, 12, 13} {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(v)
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "t"
+		for p := 0; p < 3; p++ {
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition = int32(p)
+			rp.Records = []byte{1, 2, 3}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		f.Add(v, formatter.AppendRequest(nil, req, 1)[4:])
+	}
+	f.Fuzz(func(t *testing.T, version int16, frame []byte) {
+		topics, partitions, ok := scanProduce(version, frame)
+		if !ok || version < 3 || version > 13 {
+			return
+		}
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(version)
+		body, err := skipRequestHeader(version >= 9, frame)
+		if err != nil || req.ReadFrom(body) != nil {
+			return // the scan is looser than the decoder (it skips what it need not read)
+		}
+		n := int64(0)
+		for _, rt := range req.Topics {
+			n += int64(len(rt.Partitions))
+		}
+		if int64(len(req.Topics)) != topics || n != partitions {
+			t.Fatalf("v%d: scan counted %d topics, %d partitions; kmsg decoded %d, %d", version, topics, partitions, len(req.Topics), n)
+		}
+	})
+}
+
+// skipRequestHeader returns the body of a request frame (header v1, or v2 when flexible).
+func skipRequestHeader(flexible bool, frame []byte) ([]byte, error) {
+	w := wire{b: frame}
+	w.skip(8)
+	w.string(false)
+	if flexible {
+		w.tags()
+	}
+	if w.bad {
+		return nil, fmt.Errorf("short header")
+	}
+	return w.b, nil
+}
