@@ -204,6 +204,11 @@ func (c *Config) brokerLayers(key string) []configLayer {
 	if v, ok := c.static[key]; ok {
 		out = append(out, configLayer{key, v, kmsg.ConfigSourceStaticBrokerConfig})
 	}
+	for _, syn := range timeSynonyms[key] { // Kafka lists them as synonyms under their own names
+		if v, ok := c.static[syn.key]; ok {
+			out = append(out, configLayer{syn.key, v, kmsg.ConfigSourceStaticBrokerConfig})
+		}
+	}
 	if d, ok := brokerDefByName[key]; ok && d.Default != "" {
 		out = append(out, configLayer{key, d.Default, kmsg.ConfigSourceDefaultConfig})
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"bufio"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sort"
@@ -32,16 +33,24 @@ type ListenerSpec struct {
 func (l ListenerSpec) Addr() string { return net.JoinHostPort(l.Host, strconv.Itoa(l.Port)) }
 
 // NewConfig returns a configuration with every key at its default, then props applied.
-// Unknown keys are kept (and reported as such) so Kafka's server.properties files load unchanged.
+// Unknown keys are kept so Kafka's server.properties files load unchanged, and each is warned
+// about once, as Kafka does ("The configuration X was supplied but isn't a known config").
 func NewConfig(props map[string]string) (*Config, error) {
 	c := &Config{static: map[string]string{}, dynamic: map[string]string{}}
+	var unknown []string
 	for k, v := range props {
 		if d, ok := brokerDefByName[k]; ok {
 			if err := validateValue(*d, v); err != nil {
 				return nil, err
 			}
+		} else if !strings.HasPrefix(k, "listener.name.") { // per-listener keys are read by prefix
+			unknown = append(unknown, k)
 		}
 		c.static[k] = v
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		slog.Warn("The configuration "+k+" was supplied but isn't a known config", "key", k)
 	}
 	if _, err := c.Listeners(); err != nil {
 		return nil, err
@@ -72,8 +81,22 @@ func LoadProperties(path string) (map[string]string, error) {
 	return out, sc.Err()
 }
 
+// timeSynonym is a lower-precedence synonym of a millisecond key, in unit milliseconds.
+type timeSynonym struct {
+	key  string
+	unit int64
+}
+
+// timeSynonyms are Kafka's synonyms of the millisecond keys, in precedence order:
+// log.retention.ms wins over log.retention.minutes, which wins over log.retention.hours.
+var timeSynonyms = map[string][]timeSynonym{
+	"log.retention.ms": {{"log.retention.minutes", 60_000}, {"log.retention.hours", 3_600_000}},
+	"log.roll.ms":      {{"log.roll.hours", 3_600_000}},
+}
+
 // Get returns a key's value and its source ("DYNAMIC_BROKER_CONFIG", "STATIC_BROKER_CONFIG" or
-// "DEFAULT_CONFIG").
+// "DEFAULT_CONFIG"). A millisecond key that is not set takes the value of its first synonym
+// that is (timeSynonyms), converted; a negative synonym means -1 (unlimited), as in Kafka.
 func (c *Config) Get(key string) (value, source string) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -82,6 +105,18 @@ func (c *Config) Get(key string) (value, source string) {
 	}
 	if v, ok := c.static[key]; ok {
 		return v, "STATIC_BROKER_CONFIG"
+	}
+	for _, syn := range timeSynonyms[key] {
+		if v, ok := c.static[syn.key]; ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				break // validated at start: cannot happen
+			}
+			if n < 0 {
+				return "-1", "STATIC_BROKER_CONFIG"
+			}
+			return strconv.FormatInt(n*syn.unit, 10), "STATIC_BROKER_CONFIG"
+		}
 	}
 	if d, ok := brokerDefByName[key]; ok {
 		return d.Default, "DEFAULT_CONFIG"
