@@ -22,12 +22,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/weir-mq/weir/acl"
+	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/netio"
-	"github.com/weir-mq/weir/replication"
 )
 
 // aclRecordKind is the kind of the ACL bindings among the image's records.
-const aclRecordKind = replication.RecordKindACL
+const aclRecordKind = controller.RecordKindACL
 
 // authzState is the broker's authorizer state; its zero value is ready (the configuration is
 // read on first use: the authorizer keys are static).
@@ -46,7 +46,7 @@ type authzState struct {
 
 // authzCache is the authorizer built from one image's ACL records.
 type authzCache struct {
-	img  *replication.Image
+	img  *controller.Image
 	recs uintptr // identity of img.Records["acl"]
 	az   *acl.Authorizer
 }
@@ -94,7 +94,7 @@ func recordsID(m map[string]string) uintptr {
 
 // rebuildAuthorizer caches the authorizer of img, reusing the previous one when the ACL
 // records did not change (the image moves for every metadata change).
-func (b *Broker) rebuildAuthorizer(img *replication.Image) *acl.Authorizer {
+func (b *Broker) rebuildAuthorizer(img *controller.Image) *acl.Authorizer {
 	s := &b.authz
 	s.mu.Lock()
 	defer s.mu.Unlock()

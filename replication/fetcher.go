@@ -17,6 +17,8 @@ import (
 
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/record"
+
+	"github.com/weir-mq/weir/internal/peerauth"
 )
 
 // Follow is one partition this broker follows: its log and the leader it copies.
@@ -305,7 +307,7 @@ func (s *sourceFetcher) run() {
 				continue // cut short for new partitions: no backoff
 			}
 			backoff := s.f.cfg.Backoff
-			if se := (*SecurityError)(nil); errors.As(err, &se) {
+			if se := (*peerauth.SecurityError)(nil); errors.As(err, &se) {
 				s.warnSecurity(log, se)
 				// A refused credential or certificate stays refused until an operator acts:
 				// back off exponentially (up to securityBackoffMax), sparing the leader's
@@ -326,7 +328,7 @@ func (s *sourceFetcher) run() {
 
 // warnSecurity logs a failure to connect securely to the leader: at once when it is new, then
 // at most every securityWarnEvery while it persists (the fetcher retries every backoff).
-func (s *sourceFetcher) warnSecurity(log *slog.Logger, se *SecurityError) {
+func (s *sourceFetcher) warnSecurity(log *slog.Logger, se *peerauth.SecurityError) {
 	msg, key := se.Error(), se.Stage+" "+se.Addr
 	if key == s.lastWarnKey && time.Since(s.lastWarn) < securityWarnEvery {
 		log.Debug("replica connection failed", "err", msg)
@@ -571,7 +573,7 @@ func (s *sourceFetcher) fetch(parts []*followed) error {
 	resp := r.(*kmsg.FetchResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		if errors.Is(err, kerr.ClusterAuthorizationFailed) {
-			return &SecurityError{Stage: "authorization of Fetch (the inter-broker principal needs CLUSTER_ACTION on the cluster)", Addr: s.addr, Err: err}
+			return &peerauth.SecurityError{Stage: "authorization of Fetch (the inter-broker principal needs CLUSTER_ACTION on the cluster)", Addr: s.addr, Err: err}
 		}
 		return fmt.Errorf("fetch from broker %d: %w", s.source, err)
 	}
