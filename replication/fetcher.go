@@ -27,8 +27,38 @@ type Follow struct {
 	Partition   int32
 	Leader      int32
 	LeaderEpoch int32
-	Log         *engine.Log
+	Log         FollowerLog
 }
+
+// FollowerLog is what a follower fetcher needs of a partition's log: its offsets, the leader
+// epoch cache (to find a divergent tail with OffsetForLeaderEpoch), truncation, the append of
+// the leader's batches with their offsets and epochs kept, durability, and moving the high
+// watermark and log start after the leader's. engine.Log (the disk log) and engine.MemLog (the
+// in-memory reference) both satisfy it; fetcher_oracle_test.go runs the same leader
+// histories against both. The semantics are engine.PartitionLog's.
+type FollowerLog interface {
+	LogStartOffset() int64
+	LogEndOffset() int64
+	HighWatermark() int64
+	// LatestEpoch is the newest epoch in the leader epoch cache (false: none).
+	LatestEpoch() (epoch int32, ok bool)
+	// EndOffsetForEpoch is Kafka's endOffsetFor: where epoch ends in this log.
+	EndOffsetForEpoch(epoch int32) (endOffset int64, foundEpoch int32)
+	TruncateTo(offset int64) error
+	// AppendStored appends the leader's batches with their offsets and leader epochs kept.
+	AppendStored(batches []byte) (engine.AppendInfo, error)
+	// AwaitDurable waits until every offset below upTo is durable (durable policy).
+	AwaitDurable(upTo int64) error
+	SetHighWatermark(offset int64) error
+	// AdvanceHighWatermark moves the high watermark up (a lower offset is ignored).
+	AdvanceHighWatermark(offset int64) error
+	DeleteRecordsBefore(offset int64) (int64, error)
+}
+
+var (
+	_ FollowerLog = (*engine.Log)(nil)
+	_ FollowerLog = (*engine.MemLog)(nil)
+)
 
 // FetcherConfig configures the follower fetchers.
 type FetcherConfig struct {
@@ -420,6 +450,21 @@ func (s *sourceFetcher) round(parts []*followed) error {
 // truncateDivergent asks the leader where each partition's latest local epoch ends there and
 // truncates the local log to that point (Kafka's KIP-101/KIP-279 protocol).
 func (s *sourceFetcher) truncateDivergent(parts []*followed) error {
+	req, asked, err := s.epochRequest(parts)
+	if err != nil || len(asked) == 0 {
+		return err
+	}
+	r, err := s.conn.request(req, time.Now().Add(10*time.Second))
+	if err != nil {
+		return err
+	}
+	return s.applyEpochResponse(asked, r.(*kmsg.OffsetForLeaderEpochResponse))
+}
+
+// epochRequest builds the OffsetForLeaderEpoch request for parts, and returns the partitions it
+// asks about. A partition without any epoch in its cache is not asked about: it is truncated to
+// its high watermark at once.
+func (s *sourceFetcher) epochRequest(parts []*followed) (*kmsg.OffsetForLeaderEpochRequest, []*followed, error) {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.SetVersion(4)
 	req.ReplicaID = s.f.cfg.NodeID
@@ -435,7 +480,7 @@ func (s *sourceFetcher) truncateDivergent(parts []*followed) error {
 				if hw := p.Log.HighWatermark(); hw < p.Log.LogEndOffset() {
 					if err := p.Log.TruncateTo(hw); err != nil {
 						p.mu.Unlock()
-						return fmt.Errorf("truncate %s-%d to high watermark %d: %w", p.Topic, p.Partition, hw, err)
+						return nil, nil, fmt.Errorf("truncate %s-%d to high watermark %d: %w", p.Topic, p.Partition, hw, err)
 					}
 				}
 				p.truncated = true
@@ -458,14 +503,12 @@ func (s *sourceFetcher) truncateDivergent(parts []*followed) error {
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 		asked = append(asked, p)
 	}
-	if len(asked) == 0 {
-		return nil
-	}
-	r, err := s.conn.request(req, time.Now().Add(10*time.Second))
-	if err != nil {
-		return err
-	}
-	resp := r.(*kmsg.OffsetForLeaderEpochResponse)
+	return req, asked, nil
+}
+
+// applyEpochResponse truncates each asked partition as the leader's OffsetForLeaderEpoch answer
+// says.
+func (s *sourceFetcher) applyEpochResponse(asked []*followed, resp *kmsg.OffsetForLeaderEpochResponse) error {
 	byTP := map[tpKey]*followed{}
 	for _, p := range asked {
 		byTP[tpKey{p.Topic, p.Partition}] = p
@@ -538,7 +581,37 @@ func (s *sourceFetcher) partitionError(p *followed, err error) {
 	}
 }
 
+// fetch sends one Fetch for parts and applies the answer.
 func (s *sourceFetcher) fetch(parts []*followed) error {
+	req, byTP := s.fetchRequest(parts)
+	r, err := s.conn.request(req, time.Now().Add(s.f.cfg.MaxWait+10*time.Second))
+	if err != nil {
+		return err
+	}
+	resp := r.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		if errors.Is(err, kerr.ClusterAuthorizationFailed) {
+			return &peerauth.SecurityError{Stage: "authorization of Fetch (the inter-broker principal needs CLUSTER_ACTION on the cluster)", Addr: s.addr, Err: err}
+		}
+		return fmt.Errorf("fetch from broker %d: %w", s.source, err)
+	}
+	idle, err := s.applyFetchResponse(byTP, resp)
+	if err != nil {
+		return err
+	}
+	if idle && len(resp.Topics) == 0 {
+		// Every partition errored or the leader answered nothing: do not spin.
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// fetchRequest builds the Fetch request (replica id set) for parts, each from its log end (or
+// where it restarts, fetchFrom), and indexes parts by topic and partition.
+func (s *sourceFetcher) fetchRequest(parts []*followed) (*kmsg.FetchRequest, map[tpKey]*followed) {
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(12)
 	req.ReplicaID = s.f.cfg.NodeID
@@ -566,18 +639,14 @@ func (s *sourceFetcher) fetch(parts []*followed) error {
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 		byTP[tpKey{p.Topic, p.Partition}] = p
 	}
-	r, err := s.conn.request(req, time.Now().Add(s.f.cfg.MaxWait+10*time.Second))
-	if err != nil {
-		return err
-	}
-	resp := r.(*kmsg.FetchResponse)
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		if errors.Is(err, kerr.ClusterAuthorizationFailed) {
-			return &peerauth.SecurityError{Stage: "authorization of Fetch (the inter-broker principal needs CLUSTER_ACTION on the cluster)", Addr: s.addr, Err: err}
-		}
-		return fmt.Errorf("fetch from broker %d: %w", s.source, err)
-	}
-	idle := true
+	return req, byTP
+}
+
+// applyFetchResponse applies each partition's answer: its batches, or its error (a log that
+// ends before the leader's log start starts over there; past the leader's end, the divergence
+// is checked again). idle is true when nothing was appended.
+func (s *sourceFetcher) applyFetchResponse(byTP map[tpKey]*followed, resp *kmsg.FetchResponse) (idle bool, err error) {
+	idle = true
 	for _, t := range resp.Topics {
 		for i := range t.Partitions {
 			rp := &t.Partitions[i]
@@ -589,7 +658,7 @@ func (s *sourceFetcher) fetch(parts []*followed) error {
 				if errors.Is(err, kerr.OffsetOutOfRange) {
 					if rp.LogStartOffset > max(p.Log.LogEndOffset(), p.fetchFrom) {
 						if err := s.restartAt(p, rp.LogStartOffset); err != nil {
-							return err
+							return idle, err
 						}
 						continue
 					}
@@ -601,21 +670,14 @@ func (s *sourceFetcher) fetch(parts []*followed) error {
 			p.failures = 0
 			got, err := s.apply(p, rp)
 			if err != nil {
-				return err
+				return idle, err
 			}
 			if got {
 				idle = false
 			}
 		}
 	}
-	if idle && len(resp.Topics) == 0 {
-		// Every partition errored or the leader answered nothing: do not spin.
-		select {
-		case <-s.ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
+	return idle, nil
 }
 
 // apply appends one partition's fetched batches, waits until they are durable (durable policy),
