@@ -769,7 +769,8 @@ func (l *Log) Close() error {
 	return errors.Join(errs...)
 }
 
-// Delete closes the log and removes its directory.
+// deleteFiles closes the log (its flusher and epoch cache) and deletes its segments' files; the
+// caller removes the directory (Manager.CreateLog, abandoning a log it could not complete).
 func (l *Log) deleteFiles() error {
 	l.structMu.Lock() // compaction
 	defer l.structMu.Unlock()
