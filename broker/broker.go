@@ -43,6 +43,10 @@ type Broker struct {
 	registry *netio.Registry
 	server   *netio.Server
 
+	// mu guards bound and advertised: New appends to them while binding the listeners;
+	// Addr, ListenerAddr, advertisedFor and closeListeners read them from other goroutines.
+	// Nothing else is under it, and no I/O is done while holding it (closeListeners closes
+	// sockets, which does not block).
 	mu         sync.Mutex
 	bound      []netio.Listener
 	advertised []ListenerSpec

@@ -35,9 +35,15 @@ type replicaManager struct {
 	b        *Broker
 	fetchers *replication.Fetchers
 
+	// reconcileMu serializes reconcile (the image watcher, Start, and retries after a failed
+	// log creation): one pass at a time decides which replicas exist and their roles, so two
+	// passes never create the same log or apply images out of order. It is held across log
+	// creation and Fetchers.Set; never taken with mu or a replica's mu held.
 	reconcileMu sync.Mutex
-	mu          sync.RWMutex
-	parts       map[engine.TopicPartition]*replica
+	// mu guards the parts map (its membership; each replica's state is under its own mu).
+	// Lock order: mu before a replica's mu.
+	mu    sync.RWMutex
+	parts map[engine.TopicPartition]*replica
 
 	quit chan struct{}
 	wg   sync.WaitGroup
@@ -61,6 +67,8 @@ type replica struct {
 	// role change for writing, so nothing is appended after this broker stops leading.
 	roleMu sync.RWMutex
 
+	// mu guards the role: info, leading, epoch, state and stopWatch (and the leader state's
+	// pending ISR change). Lock order: roleMu, then mu.
 	mu        sync.Mutex
 	info      controller.PartitionInfo
 	leading   bool

@@ -129,7 +129,12 @@ type Controller struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	hbMu     sync.Mutex // held while a heartbeat is in flight
+	// hbMu is held by heartbeatLoop for the whole of one heartbeat (a controller RPC, so
+	// across network I/O) and guards nothing else: ControlledShutdown takes it once after
+	// setting stopHB to wait out a heartbeat in flight, which could otherwise unfence this
+	// broker again. It is kept apart from lmu so that a slow heartbeat never stalls the
+	// leader's liveness bookkeeping.
+	hbMu     sync.Mutex
 	stopHB   atomic.Bool
 	regEpoch atomic.Int64
 	// incarnation identifies this process's registration (random per Start, Kafka's broker
@@ -139,14 +144,19 @@ type Controller struct {
 	rr          atomic.Uint32
 	hint        atomic.Pointer[string]
 
-	lmu         sync.Mutex // leader-only liveness state
+	// lmu guards the raft leader's liveness state, the fields below up to unreachable:
+	// whether and since when this node is the active controller (leading, leadingTerm,
+	// leaderSince), each broker's last heartbeat, the non-voters added to raft, and the voters
+	// raft cannot reach. It is held only for map and field updates, never across raft calls
+	// or I/O.
+	lmu         sync.Mutex
 	leading     bool
 	leadingTerm uint64 // raft term in which this node took over as controller
 	leaderSince time.Time
 	lastHB      map[int32]time.Time
 	nonvoters   map[int32]string
 	// unreachable holds the voters raft's own heartbeats currently fail to reach (a killed
-	// process refuses connections at once), since when. Guarded by lmu.
+	// process refuses connections at once), since when.
 	unreachable map[int32]time.Time
 
 	closeOnce sync.Once

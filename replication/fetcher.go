@@ -87,6 +87,8 @@ type FetcherConfig struct {
 type Fetchers struct {
 	cfg FetcherConfig
 
+	// mu guards parts, sources and closed: Set and Close change them, Following reads them.
+	// Lock order: mu, then a followed's mu (Set deactivates partitions under both).
 	mu      sync.Mutex
 	parts   map[tpKey]*followed
 	sources map[int32]*sourceFetcher
@@ -98,11 +100,15 @@ type tpKey struct {
 	partition int32
 }
 
-// followed is one partition's follower state. mu is held across an append so a partition
-// removed from the fetchers (it became leader, or follows another broker) sees no append after
-// Set returns.
+// followed is one partition's follower state.
 type followed struct {
 	Follow
+	// mu guards active and is held by the fetcher goroutine across every change to the log
+	// (append and its durability wait, truncation, the log start), so a partition removed
+	// from the fetchers (it became leader, or follows another broker) sees no change after
+	// Set returns: Set clears active under it. This is the one lock held across disk I/O
+	// here, by design: it is per partition and only Set and Close wait on it. The other
+	// fields belong to the source fetcher's goroutine.
 	mu        sync.Mutex
 	active    bool
 	truncated bool // divergence check done for this leader epoch
@@ -203,8 +209,8 @@ func (f *Fetchers) Close() {
 	}
 }
 
-// Lag returns, per followed partition, how far its log end is behind the leader's high
-// watermark as of the last fetch (tools, metrics).
+// Following returns the partitions being followed, sorted by topic and partition, each with
+// the leader and leader epoch it follows (tools, tests).
 func (f *Fetchers) Following() []Follow {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -226,6 +232,7 @@ type sourceFetcher struct {
 	f      *Fetchers
 	source int32
 
+	// mu guards parts, replaced by setParts (under Fetchers.mu) and read by the goroutine.
 	mu      sync.Mutex
 	parts   []*followed
 	changed chan struct{}
