@@ -241,12 +241,18 @@ func (o *fetcherOracle) leaderDelete() {
 // at or above its high watermark (an ISR member), in a newer epoch. The followers' tails past
 // that point diverge.
 func (o *fetcherOracle) failover() {
+	o.failoverKeeping(func(base int64) bool { return base < o.leader.log.HighWatermark() || o.rng.Intn(2) == 1 })
+}
+
+// failoverKeeping is failover with the new leader holding the old leader's batches up to the
+// first whose base offset keep refuses.
+func (o *fetcherOracle) failoverKeeping(keepBatch func(base int64) bool) {
 	old := o.leader.log
 	all := readAll(o.t, old)
 	var keep []byte
 	for b := all; len(b) > 0; {
 		h, _ := record.ParseHeader(b)
-		if h.BaseOffset >= old.HighWatermark() && o.rng.Intn(2) == 0 {
+		if !keepBatch(h.BaseOffset) {
 			break
 		}
 		keep = append(keep, b[:h.Size()]...)
@@ -398,7 +404,8 @@ func (o *fetcherOracle) catchUp() {
 	o.step("caught up at %d", l.LogEndOffset())
 }
 
-func runFetcherOracle(t *testing.T, seed int64, ops int, durable bool) {
+// newFetcherOracle sets up a leader in epoch 1 and the two followers, all empty.
+func newFetcherOracle(t *testing.T, seed int64, durable bool) *fetcherOracle {
 	rng := rand.New(rand.NewSource(seed))
 	cfg := engine.DefaultConfig()
 	cfg.SegmentBytes = 8 << 10 // many segments: truncation and log start cross segment files
@@ -427,17 +434,23 @@ func runFetcherOracle(t *testing.T, seed int64, ops int, durable bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		disk.Close()
 		mem.Close()
 		o.leader.log.Close()
-	}()
+	})
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for i, l := range []engine.PartitionLog{disk, mem} {
 		fs := NewFetchers(FetcherConfig{NodeID: 2, Logger: quiet})
 		o.fs = append(o.fs, &orcFollower{name: []string{"disk", "mem"}[i], log: l, s: newSourceFetcher(fs, orcLeaderID)})
 	}
 	o.follow()
+	return o
+}
+
+func runFetcherOracle(t *testing.T, seed int64, ops int, durable bool) {
+	o := newFetcherOracle(t, seed, durable)
+	rng := o.rng
 	for range ops {
 		switch k := rng.Intn(20); {
 		case k < 6:
@@ -470,4 +483,43 @@ func TestFetcherOracle(t *testing.T) {
 	}
 	// The durable policy: every append is fsynced before the follower moves on (AwaitDurable).
 	t.Run("durable/seed=1", func(t *testing.T) { runFetcherOracle(t, 1, 120, true) })
+}
+
+// TestFetcherRestartThenDivergence: a follower that started over at its leader's log start
+// (restartAt: its emptied log's next batch lands in a segment based lower) and then finds its
+// whole log divergent after a failover truncates to its log start and keeps its offsets there,
+// on the disk log as on MemLog (the disk log used to fall back to the segment's base offset).
+func TestFetcherRestartThenDivergence(t *testing.T) {
+	o := newFetcherOracle(t, 1, false)
+	for range 6 {
+		o.leaderAppend()
+	}
+	l := o.leader.log
+	if err := l.SetHighWatermark(l.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	o.leaderDelete() // to the high watermark (or below; the leader's log start moves up)
+	if _, err := l.DeleteRecordsBefore(l.HighWatermark()); err != nil {
+		t.Fatal(err)
+	}
+	start := l.LogStartOffset()
+	o.leaderAppend()
+	o.catchUp() // the first fetch is out of range: restartAt, then the leader's batches
+	for _, f := range o.fs {
+		if f.log.LogStartOffset() != start || f.p.fetchFrom != start {
+			o.fatalf("%s: did not start over at the leader's log start %d", f.name, start)
+		}
+	}
+	// The new leader has nothing past the log start, in a newer epoch: the followers' whole log
+	// diverges.
+	o.failoverKeeping(func(base int64) bool { return base < start })
+	o.round()
+	o.check("after the divergence check")
+	for _, f := range o.fs {
+		if f.log.LogStartOffset() != start || f.log.LogEndOffset() != start {
+			o.fatalf("%s: log [%d, %d) after truncating everything, want [%d, %d)", f.name, f.log.LogStartOffset(), f.log.LogEndOffset(), start, start)
+		}
+	}
+	o.leaderAppend()
+	o.catchUp()
 }
