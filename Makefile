@@ -45,7 +45,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime $(FUZZTIME) ./record/
 	$(GO) test -run '^$$' -fuzz FuzzRecordReader -fuzztime $(FUZZTIME) ./record/
 	$(GO) test -run '^$$' -fuzz FuzzDispatch -fuzztime $(FUZZTIME) ./broker/
-	$(GO) test -run '^$$' -fuzz FuzzControllerRPC -fuzztime $(FUZZTIME) ./replication/
+	$(GO) test -run '^$$' -fuzz FuzzControllerRPC -fuzztime $(FUZZTIME) ./controller/
 	$(GO) test -run '^$$' -fuzz '^FuzzScram$$' -fuzztime $(FUZZTIME) ./broker/
 	$(GO) test -run '^$$' -fuzz '^FuzzScanProduce$$' -fuzztime $(FUZZTIME) ./broker/
 	$(GO) test -run '^$$' -fuzz FuzzOffsetsRecord -fuzztime $(FUZZTIME) ./coordinator/

@@ -123,12 +123,6 @@ func New(cfg Config, bindings []Binding) *Authorizer {
 // Bindings returns the authorizer's bindings (do not modify).
 func (a *Authorizer) Bindings() []Binding { return a.bindings }
 
-// IsSuperUser reports whether principal is in super.users.
-func (a *Authorizer) IsSuperUser(principal string) bool {
-	_, ok := a.super[principal]
-	return ok
-}
-
 // match accumulates a check over the ACLs of every pattern that applies to a resource.
 type match struct {
 	found, allowed, denied bool

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/acl"
+	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/netio"
-	"github.com/weir-mq/weir/replication"
 )
 
 func init() {
@@ -162,7 +162,7 @@ type brokerEndpoint struct {
 
 // liveBrokers lists the unfenced brokers with their address on listener (or their first one),
 // by id. This broker is always listed, at its own advertised address.
-func (b *Broker) liveBrokers(img *replication.Image, listener string) []brokerEndpoint {
+func (b *Broker) liveBrokers(img *controller.Image, listener string) []brokerEndpoint {
 	adv := b.advertisedFor(listener)
 	out := []brokerEndpoint{{id: b.nodeID, host: adv.Host, port: int32(adv.Port)}}
 	for id, bi := range img.Brokers {

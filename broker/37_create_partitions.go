@@ -19,8 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/acl"
+	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/netio"
-	"github.com/weir-mq/weir/replication"
 )
 
 func init() {
@@ -103,7 +103,7 @@ func (b *Broker) createPartitions(rt kmsg.CreatePartitionsRequestTopic, validate
 	if err := b.ctl.CreatePartitions(ctx, t.Name, rt.Count, assignment); err != nil {
 		return err
 	}
-	if err := b.waitImage(ctx, func(img *replication.Image) bool {
+	if err := b.waitImage(ctx, func(img *controller.Image) bool {
 		it, ok := img.Topics[t.Name]
 		return ok && int32(len(it.Partitions)) >= rt.Count
 	}); err != nil {

@@ -25,9 +25,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/acl"
+	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
-	"github.com/weir-mq/weir/replication"
 )
 
 func init() {
@@ -143,7 +143,7 @@ func (b *Broker) alterTopicConfigsLocked(name string, changes []configChange, re
 	if err := b.ctl.AlterTopicConfigs(ctx, name, next); err != nil {
 		return err
 	}
-	if err := b.waitImage(ctx, func(img *replication.Image) bool {
+	if err := b.waitImage(ctx, func(img *controller.Image) bool {
 		it, ok := img.Topics[name]
 		return ok && maps.Equal(it.Configs, next)
 	}); err != nil {

@@ -7,14 +7,14 @@ package broker
 //
 // The bindings live in the replicated metadata image (Image.Records["acl"], key: the
 // binding's canonical key, value: its JSON), so every broker applies the same ACLs and they
-// survive restarts. The acl.Authorizer index is rebuilt only when that record map changes; a
-// request finds the current one with one atomic load and a pointer comparison.
+// survive restarts. The acl.Authorizer index is rebuilt only when the version of those records
+// (Image.RecordsIndex["acl"]) moves; a request finds the current one with one atomic load and a
+// pointer comparison.
 
 import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,12 +22,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/weir-mq/weir/acl"
+	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/netio"
-	"github.com/weir-mq/weir/replication"
 )
 
 // aclRecordKind is the kind of the ACL bindings among the image's records.
-const aclRecordKind = replication.RecordKindACL
+const aclRecordKind = controller.RecordKindACL
 
 // authzState is the broker's authorizer state; its zero value is ready (the configuration is
 // read on first use: the authorizer keys are static).
@@ -36,7 +36,7 @@ type authzState struct {
 	enabled bool
 	cfg     acl.Config
 
-	mu  sync.Mutex // serializes rebuilds
+	mu  sync.Mutex // serializes rebuilds of cur (readers load cur without it)
 	cur atomic.Pointer[authzCache]
 
 	// principalFor, when set (tests only), names the principal of a request instead of the
@@ -46,8 +46,8 @@ type authzState struct {
 
 // authzCache is the authorizer built from one image's ACL records.
 type authzCache struct {
-	img  *replication.Image
-	recs uintptr // identity of img.Records["acl"]
+	img  *controller.Image
+	recs uint64 // img.RecordsIndex["acl"]: the version of the ACL records az was built from
 	az   *acl.Authorizer
 }
 
@@ -85,16 +85,10 @@ func (b *Broker) authorizer() *acl.Authorizer {
 	return b.rebuildAuthorizer(img)
 }
 
-func recordsID(m map[string]string) uintptr {
-	if m == nil {
-		return 0
-	}
-	return reflect.ValueOf(m).Pointer()
-}
-
 // rebuildAuthorizer caches the authorizer of img, reusing the previous one when the ACL
-// records did not change (the image moves for every metadata change).
-func (b *Broker) rebuildAuthorizer(img *replication.Image) *acl.Authorizer {
+// records did not change: the image moves for every metadata change, the ACL records' version
+// (Image.RecordsIndex) only when they change.
+func (b *Broker) rebuildAuthorizer(img *controller.Image) *acl.Authorizer {
 	s := &b.authz
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,7 +97,7 @@ func (b *Broker) rebuildAuthorizer(img *replication.Image) *acl.Authorizer {
 		return c.az
 	}
 	recs := img.Records[aclRecordKind]
-	id := recordsID(recs)
+	id := img.RecordsIndex[aclRecordKind]
 	if c != nil && c.recs == id {
 		s.cur.Store(&authzCache{img: img, recs: id, az: c.az})
 		return c.az

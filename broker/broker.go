@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
 	"github.com/weir-mq/weir/replication"
@@ -33,8 +34,8 @@ type Broker struct {
 	clusterID string
 
 	logs      *engine.Manager
-	ctl       *replication.Controller // the metadata log (cluster.go)
-	rm        *replicaManager         // local replicas and their roles (replicas.go)
+	ctl       *controller.Controller // the metadata log (cluster.go)
+	rm        *replicaManager        // local replicas and their roles (replicas.go)
 	topics    *topicStore
 	producers *producerIDs
 	groups    groupsState // the group coordinator (groups.go)
@@ -42,6 +43,10 @@ type Broker struct {
 	registry *netio.Registry
 	server   *netio.Server
 
+	// mu guards bound and advertised: New appends to them while binding the listeners;
+	// Addr, ListenerAddr, advertisedFor and closeListeners read them from other goroutines.
+	// Nothing else is under it, and no I/O is done while holding it (closeListeners closes
+	// sockets, which does not block).
 	mu         sync.Mutex
 	bound      []netio.Listener
 	advertised []ListenerSpec
@@ -327,7 +332,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		if err != nil {
 			slog.Warn("controlled shutdown did not complete; stopping anyway", "err", err)
 		} else {
-			_ = b.waitImage(ctx, func(img *replication.Image) bool { return true })
+			_ = b.waitImage(ctx, func(img *controller.Image) bool { return true })
 		}
 	}
 	errs := []error{b.server.Shutdown(ctx)}

@@ -22,8 +22,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/engine"
-	"github.com/weir-mq/weir/replication"
 	"github.com/weir-mq/weir/vfs"
 )
 
@@ -33,7 +33,7 @@ func (b *Broker) clustered() bool { return b.cfg.str("controller.quorum.voters")
 // startController starts the controller with this broker's advertised listeners and waits until
 // this broker is registered (a quorum is reachable).
 func (b *Broker) startController(adv []ListenerSpec) error {
-	voters, err := replication.ParseVoters(b.cfg.str("controller.quorum.voters"))
+	voters, err := controller.ParseVoters(b.cfg.str("controller.quorum.voters"))
 	if err != nil {
 		return fmt.Errorf("controller.quorum.voters: %w", err)
 	}
@@ -41,18 +41,18 @@ func (b *Broker) startController(adv []ListenerSpec) error {
 	if dir == "" {
 		dir = b.cfg.LogDirs()[0]
 	}
-	var portSec *replication.PortSecurity
+	var portSec *controller.PortSecurity
 	if len(voters) > 0 {
 		if portSec, err = controllerPortSecurity(b.cfg); err != nil {
 			return err
 		}
 		logControllerSecurity(b.cfg, portSec)
 	}
-	var eps []replication.Endpoint
+	var eps []controller.Endpoint
 	for _, a := range adv {
-		eps = append(eps, replication.Endpoint{Name: a.Name, Host: a.Host, Port: int32(a.Port)})
+		eps = append(eps, controller.Endpoint{Name: a.Name, Host: a.Host, Port: int32(a.Port)})
 	}
-	ctl, err := replication.Start(replication.Config{
+	ctl, err := controller.Start(controller.Config{
 		NodeID:            b.nodeID,
 		Voters:            voters,
 		Addr:              b.cfg.str("controller.listener"),
@@ -124,7 +124,7 @@ func (b *Broker) requestCtx() (context.Context, context.CancelFunc) {
 
 // waitImage waits until the local image satisfies ok (a change this broker asked the
 // controller for has been applied here), then reconciles the local replicas with it.
-func (b *Broker) waitImage(ctx context.Context, ok func(img *replication.Image) bool) error {
+func (b *Broker) waitImage(ctx context.Context, ok func(img *controller.Image) bool) error {
 	for {
 		ch := b.ctl.Changed()
 		if ok(b.ctl.Image()) {
@@ -200,7 +200,7 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment
 	vo := validateOnly != nil && *validateOnly
 	ctx, cancel := b.requestCtx()
 	defer cancel()
-	info, err := b.ctl.CreateTopic(ctx, replication.CreateTopicRequest{
+	info, err := b.ctl.CreateTopic(ctx, controller.CreateTopicRequest{
 		Name: name, Partitions: partitions, ReplicationFactor: rf, Assignment: assignment,
 		Configs: configs, Internal: isInternalTopic(name), ValidateOnly: vo,
 	})
@@ -211,7 +211,7 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment
 	if vo {
 		return t, nil
 	}
-	if err := b.waitImage(ctx, func(img *replication.Image) bool {
+	if err := b.waitImage(ctx, func(img *controller.Image) bool {
 		it, ok := img.Topics[name]
 		return ok && it.ID == info.ID
 	}); err != nil {
@@ -233,7 +233,7 @@ func (b *Broker) deleteTopicMeta(t Topic) error {
 	if err := b.ctl.DeleteTopic(ctx, t.Name); err != nil {
 		return err
 	}
-	return b.waitImage(ctx, func(img *replication.Image) bool {
+	return b.waitImage(ctx, func(img *controller.Image) bool {
 		_, ok := img.TopicsByID[t.ID]
 		return !ok
 	})
@@ -259,10 +259,10 @@ func (b *Broker) checkAssignment(partition int32, replicas []int32) error {
 }
 
 // brokerAddr returns broker id's address on listener (or its first one).
-func (b *Broker) brokerAddr(img *replication.Image, id int32, listener string) (replication.Endpoint, bool) {
+func (b *Broker) brokerAddr(img *controller.Image, id int32, listener string) (controller.Endpoint, bool) {
 	bi, ok := img.Brokers[id]
 	if !ok || len(bi.Endpoints) == 0 {
-		return replication.Endpoint{}, false
+		return controller.Endpoint{}, false
 	}
 	for _, e := range bi.Endpoints {
 		if e.Name == listener {
@@ -284,7 +284,7 @@ func (b *Broker) replicaAddr(id int32) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	i := slices.IndexFunc(bi.Endpoints, func(e replication.Endpoint) bool { return e.Name == name })
+	i := slices.IndexFunc(bi.Endpoints, func(e controller.Endpoint) bool { return e.Name == name })
 	if i < 0 {
 		return "", false
 	}
@@ -299,7 +299,7 @@ func (b *Broker) replicaAddr(id int32) (string, bool) {
 // deletedTopicKind is the metadata record kind of deleted topics' tombstones: key the topic id
 // in hex, value the name. They are kept (a few dozen bytes per deleted topic) so that a
 // partition directory of a deleted topic is recognised whenever it shows up.
-const deletedTopicKind = replication.RecordKindDeletedTopic
+const deletedTopicKind = controller.RecordKindDeletedTopic
 
 // removeStrayLogs runs at start, before adoptOrphanLogs: a partition log whose topic id
 // (partition.metadata) is not in the metadata image is a stray. It is deleted when the topic
@@ -365,7 +365,7 @@ func (b *Broker) adoptOrphanLogs() error {
 			assign[i] = []int32{b.nodeID}
 		}
 		ctx, cancel := b.requestCtx()
-		_, err := b.ctl.CreateTopic(ctx, replication.CreateTopicRequest{Name: name, ID: id, Partitions: n, ReplicationFactor: 1,
+		_, err := b.ctl.CreateTopic(ctx, controller.CreateTopicRequest{Name: name, ID: id, Partitions: n, ReplicationFactor: 1,
 			Assignment: assign, Internal: isInternalTopic(name)})
 		cancel()
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {

@@ -24,7 +24,7 @@ package broker
 // cluster. Kafka's controllers authorize CLUSTER_ACTION through the ACLs, with super users
 // exempt; ACLs live in the metadata log, so at bootstrap only super.users can work, and weir uses
 // it alone. Each broker id is then bound to the principal that registered it
-// (replication/controller.go).
+// (controller/controller.go).
 
 import (
 	"crypto/tls"
@@ -34,8 +34,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/weir-mq/weir/controller"
+	"github.com/weir-mq/weir/internal/peerauth"
 	"github.com/weir-mq/weir/netio"
-	"github.com/weir-mq/weir/replication"
 )
 
 // controllerListener returns the controller listener's name and protocol ("" and PLAINTEXT when
@@ -75,12 +76,12 @@ func controllerListener(cfg *Config) (name, proto string, err error) {
 
 // controllerPortSecurity builds the controller port's security from the configuration; nil
 // for a PLAINTEXT port.
-func controllerPortSecurity(cfg *Config) (*replication.PortSecurity, error) {
+func controllerPortSecurity(cfg *Config) (*controller.PortSecurity, error) {
 	name, proto, err := controllerListener(cfg)
 	if err != nil || proto == protoPlaintext {
 		return nil, err
 	}
-	ps := &replication.PortSecurity{
+	ps := &controller.PortSecurity{
 		Protocol:      proto,
 		CertPrincipal: netio.CertificatePrincipal,
 		FailDelay:     cfg.duration("connection.failed.authentication.delay.ms"),
@@ -125,7 +126,7 @@ func controllerPortSecurity(cfg *Config) (*replication.PortSecurity, error) {
 
 // controllerSASL sets the SASL PLAIN side of the controller port: the accepted users and this
 // broker's credentials, from the listener's PlainLoginModule JAAS line.
-func controllerSASL(cfg *Config, name string, ps *replication.PortSecurity) error {
+func controllerSASL(cfg *Config, name string, ps *controller.PortSecurity) error {
 	mechs := cfg.str("sasl.enabled.mechanisms")
 	mechKey := "sasl.enabled.mechanisms"
 	if v, src := cfg.Get("listener.name." + strings.ToLower(name) + ".sasl.enabled.mechanisms"); src != "" && src != "DEFAULT_CONFIG" {
@@ -173,7 +174,7 @@ func controllerSASL(cfg *Config, name string, ps *replication.PortSecurity) erro
 	if user == "" || pass == "" {
 		return fmt.Errorf("%s: username and password (this broker's credentials towards the other brokers' controller ports) are required", key)
 	}
-	if ps.Credentials, err = replication.NewSASLCredentials(mechPlain, user, pass); err != nil {
+	if ps.Credentials, err = peerauth.NewSASLCredentials(mechPlain, user, pass); err != nil {
 		return fmt.Errorf("%s: %w", key, err)
 	}
 	ps.Principal = "User:" + user
@@ -181,7 +182,7 @@ func controllerSASL(cfg *Config, name string, ps *replication.PortSecurity) erro
 }
 
 // logControllerSecurity logs how the controller port is secured (never a password).
-func logControllerSecurity(cfg *Config, ps *replication.PortSecurity) {
+func logControllerSecurity(cfg *Config, ps *controller.PortSecurity) {
 	if ps == nil {
 		return
 	}

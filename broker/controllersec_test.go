@@ -43,7 +43,7 @@ func secureControllerProps(t *testing.T, ca *testcert.CA) map[string]string {
 	}
 }
 
-// ctlHello is the controller port's authentication message (replication/portsec.go).
+// ctlHello is the controller port's authentication message (controller/portsec.go).
 func ctlHello(user, pass string) []byte {
 	auth := "\x00" + user + "\x00" + pass
 	b := []byte("WCP1")

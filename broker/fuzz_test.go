@@ -18,7 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/weir-mq/weir/replication"
+	"github.com/weir-mq/weir/controller"
 )
 
 // FuzzDispatch feeds arbitrary bytes, as the body of one size-prefixed frame, to a real broker
@@ -93,7 +93,7 @@ func (fb *fuzzBroker) start(tb testing.TB) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := b.ctl.CreateTopic(context.Background(), replication.CreateTopicRequest{Name: fuzzTopic, ID: fuzzTopicID,
+	if _, err := b.ctl.CreateTopic(context.Background(), controller.CreateTopicRequest{Name: fuzzTopic, ID: fuzzTopicID,
 		Partitions: 2, ReplicationFactor: 1, Assignment: [][]int32{{b.nodeID}, {b.nodeID}}}); err != nil {
 		tb.Fatal(err)
 	}

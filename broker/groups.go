@@ -15,10 +15,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/coordinator"
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/record"
-	"github.com/weir-mq/weir/replication"
 )
 
 // offsetsTopic is Kafka's internal topic of committed offsets and group metadata.
@@ -62,7 +62,7 @@ func (b *Broker) Coordinator() *coordinator.Coordinator { return b.groups.coord 
 
 // groupsImageChanged gives the coordinator the __consumer_offsets partitions this broker leads
 // and takes away the others (coordinator failover: the new leader loads the groups).
-func (b *Broker) groupsImageChanged(img *replication.Image) {
+func (b *Broker) groupsImageChanged(img *controller.Image) {
 	c := b.groups.coord
 	if c == nil {
 		return

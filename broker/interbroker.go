@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/weir-mq/weir/internal/peerauth"
 	"github.com/weir-mq/weir/replication"
 )
 
@@ -103,7 +104,7 @@ func interBrokerSecurity(cfg *Config, listener string, sec *securityState) (repl
 		if err != nil {
 			return cs, fmt.Errorf("%s: %w", key, err)
 		}
-		if cs.SASL, err = replication.NewSASLCredentials(mech, user, pass); err != nil {
+		if cs.SASL, err = peerauth.NewSASLCredentials(mech, user, pass); err != nil {
 			return cs, fmt.Errorf("%s: %w", key, err)
 		}
 	}

@@ -20,10 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/metrics"
 	"github.com/weir-mq/weir/record"
-	"github.com/weir-mq/weir/replication"
 )
 
 // brokerObs is the broker's observability state (the Broker's obs field).
@@ -439,7 +439,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // minISR is a topic's effective min.insync.replicas.
-func (b *Broker) minISR(t *replication.TopicInfo) int {
+func (b *Broker) minISR(t *controller.TopicInfo) int {
 	v, _, _ := b.cfg.TopicConfigValue(t.Configs, "min.insync.replicas")
 	n, err := strconv.Atoi(v)
 	if err != nil {

@@ -17,6 +17,8 @@ import (
 // are reserved in blocks whose end is made durable before any id of the block is given out.
 type producerIDs struct {
 	path string
+	// mu guards next and end, and is held while a new block is reserved (the file written
+	// and synced, or the controller asked): ids are handed out in order and never twice.
 	mu   sync.Mutex
 	next int64
 	end  int64 // exclusive end of the reserved block

@@ -26,6 +26,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/replication"
 )
@@ -34,9 +35,15 @@ type replicaManager struct {
 	b        *Broker
 	fetchers *replication.Fetchers
 
+	// reconcileMu serializes reconcile (the image watcher, Start, and retries after a failed
+	// log creation): one pass at a time decides which replicas exist and their roles, so two
+	// passes never create the same log or apply images out of order. It is held across log
+	// creation and Fetchers.Set; never taken with mu or a replica's mu held.
 	reconcileMu sync.Mutex
-	mu          sync.RWMutex
-	parts       map[engine.TopicPartition]*replica
+	// mu guards the parts map (its membership; each replica's state is under its own mu).
+	// Lock order: mu before a replica's mu.
+	mu    sync.RWMutex
+	parts map[engine.TopicPartition]*replica
 
 	quit chan struct{}
 	wg   sync.WaitGroup
@@ -54,14 +61,16 @@ type replica struct {
 	local bool // a single-replica partition: its high watermark follows its own log
 	// applied is the topic metadata whose configs the log has (reconcile only): images are
 	// copy-on-write, so a new pointer means the topic changed, its configs perhaps.
-	applied *replication.TopicInfo
+	applied *controller.TopicInfo
 
 	// roleMu orders appends against role changes: a leader's appends hold it for reading, a
 	// role change for writing, so nothing is appended after this broker stops leading.
 	roleMu sync.RWMutex
 
+	// mu guards the role: info, leading, epoch, state and stopWatch (and the leader state's
+	// pending ISR change). Lock order: roleMu, then mu.
 	mu        sync.Mutex
-	info      replication.PartitionInfo
+	info      controller.PartitionInfo
 	leading   bool
 	epoch     int32                    // leader epoch of the current role
 	state     *replication.LeaderState // leaders of replicated partitions
@@ -158,8 +167,8 @@ func (rm *replicaManager) reconcile() (complete bool) {
 	img := b.ctl.Image()
 	me := b.nodeID
 	type want struct {
-		t    *replication.TopicInfo
-		info replication.PartitionInfo
+		t    *controller.TopicInfo
+		info controller.PartitionInfo
 	}
 	desired := map[engine.TopicPartition]want{}
 	for _, t := range img.Topics {
@@ -243,7 +252,7 @@ func (rm *replicaManager) reconcile() (complete bool) {
 
 // ensureLog returns tp's log, creating it; a log left by an earlier topic of the same name (a
 // different topic id) is replaced.
-func (rm *replicaManager) ensureLog(tp engine.TopicPartition, t *replication.TopicInfo) (*engine.Log, error) {
+func (rm *replicaManager) ensureLog(tp engine.TopicPartition, t *controller.TopicInfo) (*engine.Log, error) {
 	logs := rm.b.logs
 	if l, ok := logs.Log(tp); ok {
 		id, known := logs.TopicID(tp)
@@ -259,7 +268,7 @@ func (rm *replicaManager) ensureLog(tp engine.TopicPartition, t *replication.Top
 }
 
 // apply takes the partition's state from the image.
-func (r *replica) apply(info replication.PartitionInfo) {
+func (r *replica) apply(info controller.PartitionInfo) {
 	me := r.rm.b.nodeID
 	r.roleMu.Lock()
 	defer r.roleMu.Unlock()
@@ -426,7 +435,7 @@ func (r *replica) isrSize() int {
 // proposeLocked sends an ISR change to the controller. Requires r.mu.
 func (r *replica) proposeLocked(c *replication.ISRChange) {
 	b := r.rm.b
-	req := replication.AlterPartitionRequest{Topic: r.tp.Topic, Partition: r.tp.Partition, LeaderID: b.nodeID,
+	req := controller.AlterPartitionRequest{Topic: r.tp.Topic, Partition: r.tp.Partition, LeaderID: b.nodeID,
 		LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, ISR: c.ISR}
 	state := r.state
 	go func() {

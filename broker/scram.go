@@ -22,11 +22,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weir-mq/weir/replication"
+	"github.com/weir-mq/weir/controller"
 )
 
 // scramRecordKind is the metadata record kind holding SCRAM credentials.
-const scramRecordKind = replication.RecordKindSCRAM
+const scramRecordKind = controller.RecordKindSCRAM
 
 // Kafka's bounds on SCRAM iterations (ScramMechanism.minIterations, and the 16384 maximum the
 // brokers accept in AlterUserScramCredentials).
@@ -195,7 +195,7 @@ func (b *Broker) scramLookup(mechanism string) func(user string) (scramCredentia
 // and after restarts, shows an unknown user the same salt, as it would a real user's. Until
 // the record exists (a new cluster's first seconds) a per-broker random key is used.
 const (
-	scramSecretKind = replication.RecordKindSASLSecret
+	scramSecretKind = controller.RecordKindSASLSecret
 	scramSecretKey  = "fake-credential-key"
 )
 

@@ -246,7 +246,7 @@ const (
 type authLimiter struct {
 	burst  float64
 	refill time.Duration
-	mu     sync.Mutex
+	mu     sync.Mutex // guards ips and every bucket in it
 	ips    map[string]*bucket
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/weir-mq/weir/replication"
+	"github.com/weir-mq/weir/controller"
 )
 
 // Topic is a topic's metadata, as of the broker's latest metadata image.
@@ -19,7 +19,7 @@ type Topic struct {
 	Configs  map[string]string
 	Internal bool
 	// Assign holds each partition's replicas, ISR, leader and epochs.
-	Assign []replication.PartitionInfo
+	Assign []controller.PartitionInfo
 }
 
 // internalTopics are Kafka's internal topics (Topic.INTERNAL_TOPICS): the group coordinator's
@@ -37,14 +37,14 @@ var internalTopics = map[string]bool{
 // isInternalTopic reports whether name is one of Kafka's internal topics.
 func isInternalTopic(name string) bool { return internalTopics[name] }
 
-// topicStore reads topics from the controller's metadata image (replication.Controller): the
+// topicStore reads topics from the controller's metadata image (controller.Controller): the
 // replicated metadata log, of which a single broker is a one-node quorum. Writes go through the
 // controller (cluster.go).
 type topicStore struct {
-	ctl *replication.Controller
+	ctl *controller.Controller
 }
 
-func topicFromImage(t *replication.TopicInfo) Topic {
+func topicFromImage(t *controller.TopicInfo) Topic {
 	return Topic{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions)), Configs: t.Configs, Internal: t.Internal, Assign: t.Partitions}
 }
 

@@ -742,10 +742,3 @@ func (c *Coordinator) Resign(p int32) {
 	}
 	c.log.Info("coordinator resigned __consumer_offsets partition", "partition", p, "groups", n)
 }
-
-// Owns reports whether the coordinator owns partition p (loaded or loading).
-func (c *Coordinator) Owns(p int32) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return p >= 0 && p < c.parts && c.pstate[p] != partNotOwned
-}

@@ -484,9 +484,20 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	}
 	last := keep[len(keep)-1]
 	l.flush.reactivating(last)
+	_, first, found, err := last.TranslateOffset(offset)
+	if err != nil {
+		return l.logDir.Fail(err)
+	}
 	next, err := last.TruncateTo(offset)
 	if err != nil {
 		return l.logDir.Fail(err)
+	}
+	if found && last.Size() == 0 && next < first.BaseOffset {
+		// The segment is empty now, and an empty segment's next offset is its base: below the
+		// batches it held when they did not start at its base (a follower that started over at
+		// its leader's log start appends there, into a segment based lower). The log end is
+		// where the first removed batch began, as in MemLog and Kafka's truncateTo.
+		next = first.BaseOffset
 	}
 	l.active = last
 	l.nextOffset = next
@@ -758,7 +769,8 @@ func (l *Log) Close() error {
 	return errors.Join(errs...)
 }
 
-// Delete closes the log and removes its directory.
+// deleteFiles closes the log (its flusher and epoch cache) and deletes its segments' files; the
+// caller removes the directory (Manager.CreateLog, abandoning a log it could not complete).
 func (l *Log) deleteFiles() error {
 	l.structMu.Lock() // compaction
 	defer l.structMu.Unlock()

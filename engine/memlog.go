@@ -243,6 +243,22 @@ func (m *MemLog) Read(offset int64, maxBytes int64, iso Isolation) (segment.Slic
 func (m *MemLog) SetHighWatermark(offset int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.setHighWatermarkLocked(offset)
+}
+
+// AdvanceHighWatermark is SetHighWatermark for an offset above the current high watermark; a
+// lower one is ignored (Log.AdvanceHighWatermark, which the follower fetchers use).
+func (m *MemLog) AdvanceHighWatermark(offset int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if offset <= m.hw {
+		return nil
+	}
+	return m.setHighWatermarkLocked(offset)
+}
+
+// setHighWatermarkLocked is SetHighWatermark with m.mu held.
+func (m *MemLog) setHighWatermarkLocked(offset int64) error {
 	if offset >= m.leo {
 		m.hw = m.leo
 		return nil

@@ -1,16 +1,40 @@
-// Package replication owns clustering: the controller's metadata log on an established Raft
-// library, partition leadership and leader epochs, follower fetchers, the ISR and the high
-// watermark, and acks=all waiting.
+// Package replication is clustering's data plane: the partition leader's replication state (the
+// followers' log ends, the ISR, the high watermark and what acks=all waits for) and the follower
+// fetchers that copy partitions from their leaders over the Kafka protocol. The control plane
+// (metadata log, image, placement, fencing) is package controller; this package imports neither
+// it nor package broker. Below it are engine (the logs), record and internal/peerauth.
 //
-// The controller port (rpc.go) carries raft and the controller RPC, one routing byte per
-// connection. With Config.Security (portsec.go) a connection must pass TLS and/or SASL PLAIN
-// and its principal must be allowed before that byte is read; every RPC frame is bounded by
-// its operation and decoded strictly (rpcvalidate.go); and a broker id belongs to the principal
-// that registered it (controller.go). The mux owns one goroutine per accepted connection until
-// raft takes a raft connection over; connections in the security handshake are bounded.
+// What it owns:
+//   - LeaderState (leader.go): one partition's state on its leader, Kafka's Partition/Replica
+//     semantics: a follower's fetch offset is its log end; the high watermark is the minimum log
+//     end over the ISR (the maximal ISR while an ISR change is pending, KIP-497) and never goes
+//     back; a follower whose fetch offset reaches the high watermark and the leader epoch's
+//     start offset is proposed for the ISR, one that has not caught up with the leader's end
+//     for replica.lag.time.max.ms is proposed for removal. The ISR changes it proposes (ISRChange) are
+//     committed by the controller (AlterPartition) and come back through ApplyPartition.
+//   - Fetchers (fetcher.go): the follower side. One goroutine and one connection per source
+//     broker (kclient.go, with the inter-broker listener's TLS and SASL in kclient_security.go),
+//     many partitions per Fetch request (replica id set). Fetchers write to a FollowerLog, the
+//     small interface engine.Log and engine.MemLog both satisfy.
 //
-// The controller's store under its directory (raft.db from raft-boltdb, snapshots from hashicorp/
-// raft's FileSnapshotStore, which hold SCRAM credentials) is private to the broker's user: the
-// directory is 0700 and snapshot directories and files are chmodded 0700/0600 as each snapshot
-// completes (snapshotmode.go).
+// Goroutines: LeaderState starts none and never reads the clock (time is passed in); it is not
+// safe for concurrent use (the broker holds the replica's lock around every call). Fetchers runs
+// one goroutine per source broker, started by Set when a partition first follows that broker
+// and stopped by Set when none does any more, or by Close, which waits for them.
+//
+// Invariants:
+//   - A follower reports an offset to its leader (its fetch offset, the log end) only once
+//     everything below it is durable when the log's policy is durable, so the leader's high
+//     watermark means "on disk on every in-sync replica" and acks=all means fsynced there.
+//   - Before fetching for a new leader or leader epoch a follower asks the leader
+//     (OffsetForLeaderEpoch) where its latest local epoch ends and truncates any divergent tail
+//     (KIP-101/KIP-279); with no epoch in its cache it keeps only what its high watermark covers.
+//   - A follower whose log ends before the leader's log start empties its log and fetches from
+//     the leader's log start (Kafka's truncateFullyAndStartAt). Until the leader has a batch
+//     there to copy, the emptied log keeps its old offsets; the fetch offset is the leader's log
+//     start.
+//   - When Fetchers.Set returns, no partition it dropped is written to any more (the partition
+//     lock is held across each write): a broker that becomes leader never races its old fetcher.
+//   - Only whole batches are appended (a response cut inside a batch loses the cut part, which
+//     is fetched again); batches keep the leader's offsets and leader epochs (AppendStored).
 package replication

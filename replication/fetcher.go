@@ -17,6 +17,8 @@ import (
 
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/record"
+
+	"github.com/weir-mq/weir/internal/peerauth"
 )
 
 // Follow is one partition this broker follows: its log and the leader it copies.
@@ -25,8 +27,38 @@ type Follow struct {
 	Partition   int32
 	Leader      int32
 	LeaderEpoch int32
-	Log         *engine.Log
+	Log         FollowerLog
 }
+
+// FollowerLog is what a follower fetcher needs of a partition's log: its offsets, the leader
+// epoch cache (to find a divergent tail with OffsetForLeaderEpoch), truncation, the append of
+// the leader's batches with their offsets and epochs kept, durability, and moving the high
+// watermark and log start after the leader's. engine.Log (the disk log) and engine.MemLog (the
+// in-memory reference) both satisfy it; fetcher_oracle_test.go runs the same leader
+// histories against both. The semantics are engine.PartitionLog's.
+type FollowerLog interface {
+	LogStartOffset() int64
+	LogEndOffset() int64
+	HighWatermark() int64
+	// LatestEpoch is the newest epoch in the leader epoch cache (false: none).
+	LatestEpoch() (epoch int32, ok bool)
+	// EndOffsetForEpoch is Kafka's endOffsetFor: where epoch ends in this log.
+	EndOffsetForEpoch(epoch int32) (endOffset int64, foundEpoch int32)
+	TruncateTo(offset int64) error
+	// AppendStored appends the leader's batches with their offsets and leader epochs kept.
+	AppendStored(batches []byte) (engine.AppendInfo, error)
+	// AwaitDurable waits until every offset below upTo is durable (durable policy).
+	AwaitDurable(upTo int64) error
+	SetHighWatermark(offset int64) error
+	// AdvanceHighWatermark moves the high watermark up (a lower offset is ignored).
+	AdvanceHighWatermark(offset int64) error
+	DeleteRecordsBefore(offset int64) (int64, error)
+}
+
+var (
+	_ FollowerLog = (*engine.Log)(nil)
+	_ FollowerLog = (*engine.MemLog)(nil)
+)
 
 // FetcherConfig configures the follower fetchers.
 type FetcherConfig struct {
@@ -55,6 +87,8 @@ type FetcherConfig struct {
 type Fetchers struct {
 	cfg FetcherConfig
 
+	// mu guards parts, sources and closed: Set and Close change them, Following reads them.
+	// Lock order: mu, then a followed's mu (Set deactivates partitions under both).
 	mu      sync.Mutex
 	parts   map[tpKey]*followed
 	sources map[int32]*sourceFetcher
@@ -66,11 +100,15 @@ type tpKey struct {
 	partition int32
 }
 
-// followed is one partition's follower state. mu is held across an append so a partition
-// removed from the fetchers (it became leader, or follows another broker) sees no append after
-// Set returns.
+// followed is one partition's follower state.
 type followed struct {
 	Follow
+	// mu guards active and is held by the fetcher goroutine across every change to the log
+	// (append and its durability wait, truncation, the log start), so a partition removed
+	// from the fetchers (it became leader, or follows another broker) sees no change after
+	// Set returns: Set clears active under it. This is the one lock held across disk I/O
+	// here, by design: it is per partition and only Set and Close wait on it. The other
+	// fields belong to the source fetcher's goroutine.
 	mu        sync.Mutex
 	active    bool
 	truncated bool // divergence check done for this leader epoch
@@ -171,8 +209,8 @@ func (f *Fetchers) Close() {
 	}
 }
 
-// Lag returns, per followed partition, how far its log end is behind the leader's high
-// watermark as of the last fetch (tools, metrics).
+// Following returns the partitions being followed, sorted by topic and partition, each with
+// the leader and leader epoch it follows (tools, tests).
 func (f *Fetchers) Following() []Follow {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -194,6 +232,7 @@ type sourceFetcher struct {
 	f      *Fetchers
 	source int32
 
+	// mu guards parts, replaced by setParts (under Fetchers.mu) and read by the goroutine.
 	mu      sync.Mutex
 	parts   []*followed
 	changed chan struct{}
@@ -305,7 +344,7 @@ func (s *sourceFetcher) run() {
 				continue // cut short for new partitions: no backoff
 			}
 			backoff := s.f.cfg.Backoff
-			if se := (*SecurityError)(nil); errors.As(err, &se) {
+			if se := (*peerauth.SecurityError)(nil); errors.As(err, &se) {
 				s.warnSecurity(log, se)
 				// A refused credential or certificate stays refused until an operator acts:
 				// back off exponentially (up to securityBackoffMax), sparing the leader's
@@ -326,7 +365,7 @@ func (s *sourceFetcher) run() {
 
 // warnSecurity logs a failure to connect securely to the leader: at once when it is new, then
 // at most every securityWarnEvery while it persists (the fetcher retries every backoff).
-func (s *sourceFetcher) warnSecurity(log *slog.Logger, se *SecurityError) {
+func (s *sourceFetcher) warnSecurity(log *slog.Logger, se *peerauth.SecurityError) {
 	msg, key := se.Error(), se.Stage+" "+se.Addr
 	if key == s.lastWarnKey && time.Since(s.lastWarn) < securityWarnEvery {
 		log.Debug("replica connection failed", "err", msg)
@@ -418,6 +457,21 @@ func (s *sourceFetcher) round(parts []*followed) error {
 // truncateDivergent asks the leader where each partition's latest local epoch ends there and
 // truncates the local log to that point (Kafka's KIP-101/KIP-279 protocol).
 func (s *sourceFetcher) truncateDivergent(parts []*followed) error {
+	req, asked, err := s.epochRequest(parts)
+	if err != nil || len(asked) == 0 {
+		return err
+	}
+	r, err := s.conn.request(req, time.Now().Add(10*time.Second))
+	if err != nil {
+		return err
+	}
+	return s.applyEpochResponse(asked, r.(*kmsg.OffsetForLeaderEpochResponse))
+}
+
+// epochRequest builds the OffsetForLeaderEpoch request for parts, and returns the partitions it
+// asks about. A partition without any epoch in its cache is not asked about: it is truncated to
+// its high watermark at once.
+func (s *sourceFetcher) epochRequest(parts []*followed) (*kmsg.OffsetForLeaderEpochRequest, []*followed, error) {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.SetVersion(4)
 	req.ReplicaID = s.f.cfg.NodeID
@@ -433,7 +487,7 @@ func (s *sourceFetcher) truncateDivergent(parts []*followed) error {
 				if hw := p.Log.HighWatermark(); hw < p.Log.LogEndOffset() {
 					if err := p.Log.TruncateTo(hw); err != nil {
 						p.mu.Unlock()
-						return fmt.Errorf("truncate %s-%d to high watermark %d: %w", p.Topic, p.Partition, hw, err)
+						return nil, nil, fmt.Errorf("truncate %s-%d to high watermark %d: %w", p.Topic, p.Partition, hw, err)
 					}
 				}
 				p.truncated = true
@@ -456,14 +510,12 @@ func (s *sourceFetcher) truncateDivergent(parts []*followed) error {
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 		asked = append(asked, p)
 	}
-	if len(asked) == 0 {
-		return nil
-	}
-	r, err := s.conn.request(req, time.Now().Add(10*time.Second))
-	if err != nil {
-		return err
-	}
-	resp := r.(*kmsg.OffsetForLeaderEpochResponse)
+	return req, asked, nil
+}
+
+// applyEpochResponse truncates each asked partition as the leader's OffsetForLeaderEpoch answer
+// says.
+func (s *sourceFetcher) applyEpochResponse(asked []*followed, resp *kmsg.OffsetForLeaderEpochResponse) error {
 	byTP := map[tpKey]*followed{}
 	for _, p := range asked {
 		byTP[tpKey{p.Topic, p.Partition}] = p
@@ -536,7 +588,37 @@ func (s *sourceFetcher) partitionError(p *followed, err error) {
 	}
 }
 
+// fetch sends one Fetch for parts and applies the answer.
 func (s *sourceFetcher) fetch(parts []*followed) error {
+	req, byTP := s.fetchRequest(parts)
+	r, err := s.conn.request(req, time.Now().Add(s.f.cfg.MaxWait+10*time.Second))
+	if err != nil {
+		return err
+	}
+	resp := r.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		if errors.Is(err, kerr.ClusterAuthorizationFailed) {
+			return &peerauth.SecurityError{Stage: "authorization of Fetch (the inter-broker principal needs CLUSTER_ACTION on the cluster)", Addr: s.addr, Err: err}
+		}
+		return fmt.Errorf("fetch from broker %d: %w", s.source, err)
+	}
+	idle, err := s.applyFetchResponse(byTP, resp)
+	if err != nil {
+		return err
+	}
+	if idle && len(resp.Topics) == 0 {
+		// Every partition errored or the leader answered nothing: do not spin.
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// fetchRequest builds the Fetch request (replica id set) for parts, each from its log end (or
+// where it restarts, fetchFrom), and indexes parts by topic and partition.
+func (s *sourceFetcher) fetchRequest(parts []*followed) (*kmsg.FetchRequest, map[tpKey]*followed) {
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(12)
 	req.ReplicaID = s.f.cfg.NodeID
@@ -564,18 +646,14 @@ func (s *sourceFetcher) fetch(parts []*followed) error {
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 		byTP[tpKey{p.Topic, p.Partition}] = p
 	}
-	r, err := s.conn.request(req, time.Now().Add(s.f.cfg.MaxWait+10*time.Second))
-	if err != nil {
-		return err
-	}
-	resp := r.(*kmsg.FetchResponse)
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		if errors.Is(err, kerr.ClusterAuthorizationFailed) {
-			return &SecurityError{Stage: "authorization of Fetch (the inter-broker principal needs CLUSTER_ACTION on the cluster)", Addr: s.addr, Err: err}
-		}
-		return fmt.Errorf("fetch from broker %d: %w", s.source, err)
-	}
-	idle := true
+	return req, byTP
+}
+
+// applyFetchResponse applies each partition's answer: its batches, or its error (a log that
+// ends before the leader's log start starts over there; past the leader's end, the divergence
+// is checked again). idle is true when nothing was appended.
+func (s *sourceFetcher) applyFetchResponse(byTP map[tpKey]*followed, resp *kmsg.FetchResponse) (idle bool, err error) {
+	idle = true
 	for _, t := range resp.Topics {
 		for i := range t.Partitions {
 			rp := &t.Partitions[i]
@@ -587,7 +665,7 @@ func (s *sourceFetcher) fetch(parts []*followed) error {
 				if errors.Is(err, kerr.OffsetOutOfRange) {
 					if rp.LogStartOffset > max(p.Log.LogEndOffset(), p.fetchFrom) {
 						if err := s.restartAt(p, rp.LogStartOffset); err != nil {
-							return err
+							return idle, err
 						}
 						continue
 					}
@@ -599,21 +677,14 @@ func (s *sourceFetcher) fetch(parts []*followed) error {
 			p.failures = 0
 			got, err := s.apply(p, rp)
 			if err != nil {
-				return err
+				return idle, err
 			}
 			if got {
 				idle = false
 			}
 		}
 	}
-	if idle && len(resp.Topics) == 0 {
-		// Every partition errored or the leader answered nothing: do not spin.
-		select {
-		case <-s.ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
+	return idle, nil
 }
 
 // apply appends one partition's fetched batches, waits until they are durable (durable policy),

@@ -10,7 +10,6 @@ package replication
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/xdg-go/scram"
+	"github.com/weir-mq/weir/internal/peerauth"
 )
 
 // ClientSecurity is how a follower connects to its leaders: the inter-broker listener's
@@ -30,7 +29,7 @@ type ClientSecurity struct {
 	// connection to the leader's advertised host unless it is set here.
 	TLS *tls.Config
 	// SASL, when set, authenticates connections (SASL_PLAINTEXT, SASL_SSL).
-	SASL *SASLCredentials
+	SASL *peerauth.SASLCredentials
 }
 
 // Protocol is the security protocol these settings speak (PLAINTEXT, SSL, SASL_PLAINTEXT,
@@ -47,74 +46,6 @@ func (s ClientSecurity) Protocol() string {
 	return "PLAINTEXT"
 }
 
-// SASL mechanisms of the client side.
-const (
-	MechanismPlain       = "PLAIN"
-	MechanismScramSHA256 = "SCRAM-SHA-256"
-	MechanismScramSHA512 = "SCRAM-SHA-512"
-)
-
-// SASLCredentials is a SASL mechanism with a user and password. The password is never
-// formatted: String prints the mechanism and the user only.
-type SASLCredentials struct {
-	Mechanism string
-	User      string
-	password  string
-	scram     *scram.Client // SCRAM: keeps the salted password across reconnections
-}
-
-// NewSASLCredentials checks the mechanism and prepares the credentials.
-func NewSASLCredentials(mechanism, user, password string) (*SASLCredentials, error) {
-	c := &SASLCredentials{Mechanism: strings.ToUpper(mechanism), User: user, password: password}
-	if user == "" {
-		return nil, errors.New("SASL user name is empty")
-	}
-	if password == "" {
-		return nil, fmt.Errorf("SASL password of user %q is empty", user)
-	}
-	var err error
-	switch c.Mechanism {
-	case MechanismPlain:
-	case MechanismScramSHA256:
-		c.scram, err = scram.SHA256.NewClient(user, password, "")
-	case MechanismScramSHA512:
-		c.scram, err = scram.SHA512.NewClient(user, password, "")
-	default:
-		return nil, fmt.Errorf("SASL mechanism %s is not supported for connections between brokers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", mechanism)
-	}
-	if err != nil {
-		// xdg-go/scram's errors (SASLprep) do not contain the password.
-		return nil, fmt.Errorf("SASL %s credentials of user %q: %w", c.Mechanism, user, err)
-	}
-	return c, nil
-}
-
-// String names the mechanism and user, never the password.
-func (c *SASLCredentials) String() string {
-	if c == nil {
-		return "<none>"
-	}
-	return c.Mechanism + " as " + c.User
-}
-
-// GoString is String, so %#v does not print the password either.
-func (c *SASLCredentials) GoString() string { return c.String() }
-
-// SecurityError is a failure to set up a secure connection to a leader: the TLS handshake
-// (certificates), or SASL authentication. The fetchers log these as warnings: they do not go
-// away by themselves.
-type SecurityError struct {
-	Stage string // "TLS handshake", "SASL handshake", "SASL authentication"
-	Addr  string
-	Err   error
-}
-
-func (e *SecurityError) Error() string {
-	return fmt.Sprintf("%s with %s: %v", e.Stage, e.Addr, e.Err)
-}
-
-func (e *SecurityError) Unwrap() error { return e.Err }
-
 // secure runs TLS and SASL on a freshly dialed connection.
 func (k *kconn) secure(ctx context.Context, addr string, sec ClientSecurity) error {
 	if sec.TLS != nil {
@@ -128,7 +59,7 @@ func (k *kconn) secure(ctx context.Context, addr string, sec ClientSecurity) err
 		}
 		tc := tls.Client(k.c, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			return &SecurityError{Stage: "TLS handshake", Addr: addr, Err: err}
+			return &peerauth.SecurityError{Stage: "TLS handshake", Addr: addr, Err: err}
 		}
 		k.c = tc
 		k.br.Reset(tc)
@@ -139,14 +70,14 @@ func (k *kconn) secure(ctx context.Context, addr string, sec ClientSecurity) err
 			deadline = time.Now().Add(10 * time.Second)
 		}
 		if err := k.authenticate(sec.SASL, deadline); err != nil {
-			return &SecurityError{Stage: "SASL authentication as " + sec.SASL.String(), Addr: addr, Err: err}
+			return &peerauth.SecurityError{Stage: "SASL authentication as " + sec.SASL.String(), Addr: addr, Err: err}
 		}
 	}
 	return nil
 }
 
 // authenticate runs SaslHandshake v1 and the mechanism's SaslAuthenticate exchange.
-func (k *kconn) authenticate(c *SASLCredentials, deadline time.Time) error {
+func (k *kconn) authenticate(c *peerauth.SASLCredentials, deadline time.Time) error {
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.SetVersion(1)
 	hs.Mechanism = c.Mechanism
@@ -177,19 +108,15 @@ func (k *kconn) authenticate(c *SASLCredentials, deadline time.Time) error {
 	}
 	var lifetime int64
 	switch c.Mechanism {
-	case MechanismPlain:
-		msg := make([]byte, 0, 2+len(c.User)+len(c.password))
-		msg = append(msg, 0)
-		msg = append(msg, c.User...)
-		msg = append(msg, 0)
-		msg = append(msg, c.password...)
+	case peerauth.MechanismPlain:
+		msg := c.PlainMessage()
 		_, lifetime, err = step(msg)
 		clear(msg)
 		if err != nil {
 			return err
 		}
 	default: // SCRAM
-		conv := c.scram.NewConversation()
+		conv := c.SCRAMConversation()
 		first, err := conv.Step("")
 		if err != nil {
 			return fmt.Errorf("SCRAM client-first: %w", err)

@@ -48,7 +48,8 @@ type leaderFollower struct {
 // A new leader epoch (re-election) should be modelled by creating a new LeaderState, since it
 // comes with a new epoch start offset and resets every follower's state.
 //
-// LeaderState is not safe for concurrent use.
+// LeaderState is not safe for concurrent use: its owner serializes the calls (the broker holds
+// the replica's mutex around each).
 type LeaderState struct {
 	localID          int32
 	replicas         []int32

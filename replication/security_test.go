@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/broker"
+	"github.com/weir-mq/weir/internal/peerauth"
 	"github.com/weir-mq/weir/netio/testcert"
 	"github.com/weir-mq/weir/replication"
 )
@@ -84,9 +85,9 @@ func addr(t *testing.T, b *broker.Broker, listener string) string {
 	return a
 }
 
-func creds(t *testing.T, mech, user, pass string) *replication.SASLCredentials {
+func creds(t *testing.T, mech, user, pass string) *peerauth.SASLCredentials {
 	t.Helper()
-	c, err := replication.NewSASLCredentials(mech, user, pass)
+	c, err := peerauth.NewSASLCredentials(mech, user, pass)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestFollowerConnectionSecurity(t *testing.T) {
 			if tc.want == "" {
 				return
 			}
-			var se *replication.SecurityError
+			var se *peerauth.SecurityError
 			if !errors.As(err, &se) || !strings.HasPrefix(se.Stage, tc.want) {
 				t.Fatalf("got %v, want a %s SecurityError", err, tc.want)
 			}
@@ -195,7 +196,7 @@ func TestSASLCredentialsChecks(t *testing.T) {
 	for _, c := range []struct{ mech, user, pass string }{
 		{"GSSAPI", "broker", "x"}, {"PLAIN", "", "x"}, {"SCRAM-SHA-256", "broker", ""},
 	} {
-		if _, err := replication.NewSASLCredentials(c.mech, c.user, c.pass); err == nil {
+		if _, err := peerauth.NewSASLCredentials(c.mech, c.user, c.pass); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
 	}

@@ -9,10 +9,15 @@
 // timestamp) at the same moments, and once more when the segment is sealed, as Kafka does.
 //
 // Reads never copy record bytes: Slice returns {file, position, length} for sendfile. Offset
-// translation is an index lookup followed by a short forward scan of batch headers. Header reads of
-// the active segment use pread; a sealed segment's .log is mapped read-only (mmap-go) on first
-// use, and reads through the mapping are fault-protected (a truncation racing a read yields an
-// error, never a SIGBUS crash).
+// translation is an index lookup followed by a short forward scan of batch headers. Header reads
+// go through a read-only mapping of the .log (mmap-go, MADV_RANDOM) made on first use: a sealed
+// segment is mapped at its size, the active one at Config.ActiveMapBytes (the engine passes
+// segment.bytes, so the mapping covers every later append; reads stop at the published size and
+// never touch pages past the end of the file). A truncation or the segment becoming inactive
+// retires the mapping and the next read maps again. Reads use pread instead when ActiveMapBytes
+// is 0 (active segment), past the end of the mapping, when the read-mapping limit is reached, or
+// when mapping fails. Reads through a mapping are fault-protected (a truncation racing a read
+// yields an error, never a SIGBUS crash).
 //
 // Recover walks every batch from position 0, checks length, magic, CRC32C and offset order,
 // truncates the file at the first bad or torn batch and rebuilds both indexes.

@@ -57,9 +57,6 @@ func OpenSwap(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Segment, 
 	return s, nil
 }
 
-// Suffix is what follows the segment's file names: "", CleanedSuffix or SwapSuffix.
-func (s *Segment) Suffix() string { return s.suffix }
-
 // RenameFiles renames the segment's three files from their current suffix to suffix: the two
 // indexes first, the .log last, so the .log's name is the one that decides (a .log.swap is a
 // decided swap; an index whose .log has not followed is rebuilt or removed at open). Open

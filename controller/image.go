@@ -1,4 +1,4 @@
-package replication
+package controller
 
 import (
 	"encoding/json"
@@ -66,6 +66,11 @@ type Image struct {
 	// Records are small keyed values other packages keep in the metadata log (ACL bindings,
 	// SCRAM credentials), by kind then key. Values are opaque strings (JSON by convention).
 	Records map[string]map[string]string
+	// RecordsIndex is the version of each kind's records: the raft index of the command that
+	// last changed them (a snapshot's index for what a snapshot restored). Equal versions mean
+	// equal records, so a consumer can keep what it derived from one kind's records (the ACL
+	// authorizer) across images until that kind's version moves. A kind never written is 0.
+	RecordsIndex map[string]uint64
 }
 
 // firstProducerID is the NextProducerID of an empty image.
@@ -79,6 +84,7 @@ func newImage(clusterID string) *Image {
 		TopicsByID:     map[[16]byte]*TopicInfo{},
 		NextProducerID: firstProducerID,
 		Records:        map[string]map[string]string{},
+		RecordsIndex:   map[string]uint64{},
 	}
 }
 
@@ -445,6 +451,12 @@ func apply(old *Image, index uint64, cmd *command) (*Image, *applyResult) {
 		}
 		recs[cmd.Kind] = next
 		b.img.Records = recs
+		versions := make(map[string]uint64, len(b.img.RecordsIndex)+1)
+		for k, v := range b.img.RecordsIndex {
+			versions[k] = v
+		}
+		versions[cmd.Kind] = index
+		b.img.RecordsIndex = versions
 		b.changed = true
 	case opInitCluster:
 		// The first controller's cluster id wins; later ones are ignored.
@@ -566,6 +578,9 @@ func decodeImage(data []byte) (*Image, error) {
 	img.NextProducerID = s.NextProducerID
 	for k, v := range s.Records {
 		img.Records[k] = v
+		// The snapshot does not say when each kind last changed: its index is a version of
+		// every kind it holds (a larger one than the true one only costs a rebuild).
+		img.RecordsIndex[k] = s.Index
 	}
 	for _, b := range s.Brokers {
 		img.Brokers[b.ID] = b

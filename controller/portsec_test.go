@@ -1,4 +1,4 @@
-package replication
+package controller
 
 // The controller/Raft port secured with TLS + SASL PLAIN (in-process voters on 127.0.0.1, real
 // connections): peers without credentials, with wrong ones, or authenticated as a principal
@@ -29,6 +29,8 @@ import (
 
 	"github.com/weir-mq/weir/netio"
 	"github.com/weir-mq/weir/netio/testcert"
+
+	"github.com/weir-mq/weir/internal/peerauth"
 )
 
 type secFixture struct {
@@ -48,10 +50,10 @@ func newSecFixture(t *testing.T) *secFixture {
 // is a valid user but no broker.
 func (f *secFixture) port(t *testing.T, user, pass string) *PortSecurity {
 	t.Helper()
-	var creds *SASLCredentials
+	var creds *peerauth.SASLCredentials
 	if user != "" {
 		var err error
-		if creds, err = NewSASLCredentials(MechanismPlain, user, pass); err != nil {
+		if creds, err = peerauth.NewSASLCredentials(peerauth.MechanismPlain, user, pass); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -350,7 +352,7 @@ func TestPortSecurityValidate(t *testing.T) {
 	noCreds := f.broker(t, 1)
 	noCreds.Credentials = nil
 	scram := f.broker(t, 1)
-	scram.Credentials, _ = NewSASLCredentials(MechanismScramSHA512, "broker1", "pw")
+	scram.Credentials, _ = peerauth.NewSASLCredentials(peerauth.MechanismScramSHA512, "broker1", "pw")
 	for name, s := range map[string]*PortSecurity{"SSL without client auth": sslNoClientAuth, "no credentials": noCreds, "SCRAM": scram, "nothing": {}} {
 		if err := s.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -371,7 +373,7 @@ func BenchmarkControllerPortConnect(b *testing.B) {
 			if secured {
 				ca := testcert.NewCA(b)
 				server := ca.Server(b)
-				creds, _ := NewSASLCredentials(MechanismPlain, "broker1", "pw")
+				creds, _ := peerauth.NewSASLCredentials(peerauth.MechanismPlain, "broker1", "pw")
 				sec = &PortSecurity{Protocol: "SASL_SSL",
 					ServerTLS:  &tls.Config{Certificates: []tls.Certificate{server.TLS}, MinVersion: tls.VersionTLS12},
 					ClientTLS:  &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12},

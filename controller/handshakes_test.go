@@ -1,4 +1,4 @@
-package replication
+package controller
 
 // Silent connections on a secured controller port (TCP connected, no hello) must not lock the
 // brokers out: the handshake table closes the oldest to admit new ones.
@@ -11,12 +11,14 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/weir-mq/weir/internal/peerauth"
 )
 
 func TestControllerPortSilentConnectionsDoNotLockOut(t *testing.T) {
 	users := map[string]string{"broker1": "pw-one"}
 	sec := func(user, pass string) *PortSecurity {
-		creds, err := NewSASLCredentials(MechanismPlain, user, pass)
+		creds, err := peerauth.NewSASLCredentials(peerauth.MechanismPlain, user, pass)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package replication
+package controller
 
 import (
 	"context"
@@ -49,7 +49,7 @@ type mux struct {
 
 	closeOnce sync.Once
 	done      chan struct{}
-	mu        sync.Mutex
+	mu        sync.Mutex // guards conns, the open RPC connections that close closes
 	conns     map[net.Conn]struct{}
 	wg        sync.WaitGroup
 }

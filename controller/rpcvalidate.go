@@ -1,4 +1,4 @@
-package replication
+package controller
 
 // Validation of controller RPC requests before anything executes them:
 //

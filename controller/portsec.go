@@ -1,4 +1,4 @@
-package replication
+package controller
 
 // Security of the controller/Raft port. The port is not a Kafka-protocol listener: every
 // connection carries either raw Raft RPCs (hashicorp/raft's NetworkTransport) or the controller
@@ -45,6 +45,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/weir-mq/weir/internal/peerauth"
 )
 
 // PortSecurity secures the controller/Raft port: both the accepting side (the mux) and the
@@ -63,7 +65,7 @@ type PortSecurity struct {
 	PlainUsers map[string]string
 	// Credentials are this node's SASL credentials towards its peers (PLAIN); nil on a TLS-only
 	// port.
-	Credentials *SASLCredentials
+	Credentials *peerauth.SASLCredentials
 	// Principal is this node's own principal on the port ("User:broker"): its SASL user, or
 	// its certificate's subject. A heartbeat this node executes for itself binds its broker id
 	// to this principal.
@@ -91,7 +93,7 @@ func (s *PortSecurity) Validate() error {
 	if s.sasl() && s.Credentials == nil {
 		return errors.New("controller port security: SASL is on but this node has no credentials to dial its peers with")
 	}
-	if s.Credentials != nil && s.Credentials.Mechanism != MechanismPlain {
+	if s.Credentials != nil && s.Credentials.Mechanism != peerauth.MechanismPlain {
 		return fmt.Errorf("controller port security: SASL mechanism %s is not supported on the controller port (PLAIN only)", s.Credentials.Mechanism)
 	}
 	if (s.ServerTLS == nil) != (s.ClientTLS == nil) {
@@ -197,7 +199,7 @@ func (m *mux) serverHandshake(raw net.Conn) (net.Conn, string, error) {
 	principal := certPrincipal
 	switch {
 	case s.sasl():
-		if mech != MechanismPlain {
+		if mech != peerauth.MechanismPlain {
 			return refuse(statusBadHandshake, "the controller port takes SASL PLAIN", fmt.Errorf("SASL mechanism %q not enabled", mech))
 		}
 		user, ok := s.checkPlain(auth)
@@ -352,7 +354,7 @@ func clientHandshake(ctx context.Context, raw net.Conn, sec *PortSecurity, addr 
 		}
 		tc := tls.Client(raw, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			return nil, &SecurityError{Stage: "controller port TLS handshake", Addr: addr, Err: err}
+			return nil, &peerauth.SecurityError{Stage: "controller port TLS handshake", Addr: addr, Err: err}
 		}
 		c = tc
 	}
@@ -360,23 +362,19 @@ func clientHandshake(ctx context.Context, raw net.Conn, sec *PortSecurity, addr 
 	var auth []byte
 	if cr := sec.Credentials; cr != nil {
 		mech = cr.Mechanism
-		auth = make([]byte, 0, 2+len(cr.User)+len(cr.password))
-		auth = append(auth, 0)
-		auth = append(auth, cr.User...)
-		auth = append(auth, 0)
-		auth = append(auth, cr.password...)
+		auth = cr.PlainMessage()
 	}
 	err := writeHello(c, mech, auth)
 	clear(auth)
 	if err != nil {
-		return nil, &SecurityError{Stage: "controller port authentication", Addr: addr, Err: err}
+		return nil, &peerauth.SecurityError{Stage: "controller port authentication", Addr: addr, Err: err}
 	}
 	status, msg, err := readAnswer(c)
 	if err != nil {
-		return nil, &SecurityError{Stage: "controller port authentication", Addr: addr, Err: err}
+		return nil, &peerauth.SecurityError{Stage: "controller port authentication", Addr: addr, Err: err}
 	}
 	if status != statusOK {
-		return nil, &SecurityError{Stage: "controller port authentication as " + sec.Principal, Addr: addr, Err: &PortAuthError{Status: status, Msg: msg}}
+		return nil, &peerauth.SecurityError{Stage: "controller port authentication as " + sec.Principal, Addr: addr, Err: &PortAuthError{Status: status, Msg: msg}}
 	}
 	return c, nil
 }

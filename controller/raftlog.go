@@ -1,4 +1,4 @@
-package replication
+package controller
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ type imageState struct {
 // publishes each new image atomically.
 type fsm struct {
 	cur atomic.Pointer[imageState]
-	mu  sync.Mutex // serializes publish (raft applies from one goroutine; Restore may race with it)
+	mu  sync.Mutex // serializes publish, the swap of cur (raft applies from one goroutine; Restore may race with it)
 	log *slog.Logger
 }
 
@@ -109,7 +109,7 @@ func (s *fsmSnapshot) Release() {}
 // '=') is passed on at most once per logEvery.
 type slogWriter struct {
 	log  *slog.Logger
-	mu   sync.Mutex
+	mu   sync.Mutex // guards last (raft's goroutines log concurrently)
 	last map[string]time.Time
 }
 

@@ -1,4 +1,4 @@
-package replication
+package controller
 
 import (
 	"bytes"
@@ -165,5 +165,33 @@ func TestPlace(t *testing.T) {
 	more := place([]int32{1, 2, 3}, 1, 4, 2, 2)
 	if !slices.Equal(more[0], []int32{3, 1}) || !slices.Equal(more[1], []int32{1, 2}) {
 		t.Fatalf("continued: %v", more)
+	}
+}
+
+// TestRecordsIndex: each kind's records carry the raft index of their last change; other
+// commands and other kinds leave it alone; a snapshot gives every kind it holds its index.
+func TestRecordsIndex(t *testing.T) {
+	img := testImage(t)
+	if v := img.RecordsIndex[RecordKindACL]; v != 0 {
+		t.Fatalf("acl records never written: version %d, want 0", v)
+	}
+	img = mustApply(t, img, 20, &command{Op: opPutRecords, Kind: RecordKindACL, Puts: map[string]string{"a": "1"}})
+	img = mustApply(t, img, 21, &command{Op: opPutRecords, Kind: RecordKindSCRAM, Puts: map[string]string{"u": "x"}})
+	before := img
+	img = mustApply(t, img, 22, &command{Op: opFence, BrokerID: 2})
+	if img.RecordsIndex[RecordKindACL] != 20 || img.RecordsIndex[RecordKindSCRAM] != 21 {
+		t.Fatalf("versions %v, want acl 20, scram 21", img.RecordsIndex)
+	}
+	img = mustApply(t, img, 23, &command{Op: opPutRecords, Kind: RecordKindACL, Deletes: []string{"a"}})
+	if img.RecordsIndex[RecordKindACL] != 23 || before.RecordsIndex[RecordKindACL] != 20 {
+		t.Fatalf("after a change: %v (the earlier image: %v)", img.RecordsIndex, before.RecordsIndex)
+	}
+	data, _ := encodeImage(img)
+	back, err := decodeImage(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.RecordsIndex[RecordKindACL] != img.Index || back.RecordsIndex[RecordKindSCRAM] != img.Index {
+		t.Fatalf("restored versions %v, want the snapshot's index %d", back.RecordsIndex, img.Index)
 	}
 }

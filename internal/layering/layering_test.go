@@ -1,0 +1,94 @@
+// Package layering holds the test of weir's import layering (docs/architecture.md, "Import
+// layering"): a package imports only packages of lower layers, never one of its own layer or
+// above. It has no non-test code.
+package layering
+
+import (
+	"go/build"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/weir-mq/weir/"
+
+// layers ranks the packages, lowest first. A package may import only packages of a lower rank
+// (its non-test files; tests may import anything, e.g. broker to start a real broker).
+var layers = map[string]int{
+	// 0: leaves with no weir imports.
+	"record": 0, "vfs": 0, "acl": 0, "metrics": 0, "internal/peerauth": 0, "netio/testcert": 0,
+	// 1-3: storage.
+	"index":   1,
+	"segment": 2,
+	"engine":  3,
+	// 3: the network transport and the group coordinator, beside the engine.
+	"netio": 3, "coordinator": 3,
+	// 4: clustering, two peers that do not import each other: the control plane and the data
+	// plane.
+	"controller": 4, "replication": 4,
+	// 5: the glue, and the load-generation library.
+	"broker": 5, "benchmarks": 5,
+	// 6: commands.
+	"cmd/weir": 6, "benchmarks/cmd/clusterbench": 6, "scripts/redteam": 6,
+}
+
+// glueRank is broker's: packages below it may import only ranked packages, so a package added
+// under them must be given its layer here; packages at or above it may also use unranked ones.
+const glueRank = 5
+
+func TestImportLayering(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(dirs)
+	checked := 0
+	for _, dir := range dirs {
+		pkg, err := build.ImportDir(dir, 0)
+		if err != nil || len(pkg.GoFiles) == 0 {
+			continue // no Go files, or only tests
+		}
+		rel, _ := filepath.Rel(root, dir)
+		rel = filepath.ToSlash(rel)
+		rank, ranked := layers[rel]
+		if !ranked {
+			t.Logf("package %s has no layer (imports not checked)", rel)
+			continue
+		}
+		checked++
+		for _, imp := range pkg.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, module)
+			depRank, depRanked := layers[dep]
+			switch {
+			case !depRanked && rank < glueRank:
+				t.Errorf("%s (layer %d) imports %s, which has no layer: give it one in layers", rel, rank, dep)
+			case depRanked && depRank >= rank:
+				t.Errorf("%s (layer %d) imports %s (layer %d): a package imports only lower layers", rel, rank, dep, depRank)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d packages checked: is the module root %s?", checked, root)
+	}
+}
