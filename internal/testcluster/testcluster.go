@@ -32,6 +32,9 @@ type Config struct {
 	// N is the number of nodes (1 to MaxNodes). Node ids are 1..N; every node is a broker and a
 	// controller quorum voter.
 	N int
+	// Single, with N 1, leaves controller.quorum.voters empty: the broker is its own one-node
+	// quorum, as `weir serve` is by default (ControllerPort is then unused).
+	Single bool
 	// Dir is the parent of the node directories Dir/node-i; node i's log.dirs is Dir/node-i.
 	Dir string
 	// BasePort, ControllerBasePort and MetricsBasePort: node i listens on base+i-1 for Kafka
@@ -95,6 +98,9 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.N < 1 || cfg.N > MaxNodes {
 		return nil, fmt.Errorf("testcluster: %d nodes: want 1 to %d", cfg.N, MaxNodes)
 	}
+	if cfg.Single && cfg.N != 1 {
+		return nil, fmt.Errorf("testcluster: Single with %d nodes: a single broker is one node", cfg.N)
+	}
 	if cfg.Dir == "" {
 		return nil, errors.New("testcluster: no directory")
 	}
@@ -153,7 +159,9 @@ func New(cfg Config) (*Cluster, error) {
 		c.nodes = append(c.nodes, n)
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i, n.ControllerPort))
 	}
-	c.voters = strings.Join(voters, ",")
+	if !cfg.Single {
+		c.voters = strings.Join(voters, ",")
+	}
 	for _, n := range c.nodes {
 		if got, want := n.Props()["metrics.listener"], n.MetricsAddr(); got != want {
 			return nil, fmt.Errorf("testcluster: node %d: metrics.listener=%q: readiness is read from /readyz on %s, so the harness sets it", n.ID, got, want)
@@ -166,7 +174,7 @@ func New(cfg Config) (*Cluster, error) {
 // answers 200. On error, nodes already started keep running: call Close.
 func (c *Cluster) Start(ctx context.Context) error {
 	for _, n := range c.nodes {
-		if err := n.spawn(); err != nil {
+		if err := n.Spawn(); err != nil {
 			return err
 		}
 	}
@@ -184,7 +192,7 @@ func (c *Cluster) Node(id int32) *Node {
 	return c.nodes[id-1]
 }
 
-// Voters is the controller.quorum.voters value every node gets.
+// Voters is the controller.quorum.voters value every node gets ("" with Config.Single).
 func (c *Cluster) Voters() string { return c.voters }
 
 // Dir is the parent of the node directories.
@@ -262,11 +270,13 @@ func (n *Node) LogPath() string { return filepath.Join(n.Dir, "weir.log") }
 // Props is the node's configuration: the defaults, then Config.Props, then Config.NodeProps.
 func (n *Node) Props() map[string]string {
 	p := map[string]string{
-		"node.id":                  strconv.Itoa(int(n.ID)),
-		"listeners":                "PLAINTEXT://" + n.Addr(),
-		"log.dirs":                 n.Dir,
-		"controller.quorum.voters": n.c.voters,
-		"metrics.listener":         n.MetricsAddr(),
+		"node.id":          strconv.Itoa(int(n.ID)),
+		"listeners":        "PLAINTEXT://" + n.Addr(),
+		"log.dirs":         n.Dir,
+		"metrics.listener": n.MetricsAddr(),
+	}
+	if n.c.voters != "" {
+		p["controller.quorum.voters"] = n.c.voters
 	}
 	for k, v := range n.c.cfg.Props {
 		p[k] = v
@@ -298,7 +308,7 @@ func (n *Node) Args() []string {
 
 // Start starts the node's process (again, after an exit) and waits for /readyz.
 func (n *Node) Start(ctx context.Context) error {
-	if err := n.spawn(); err != nil {
+	if err := n.Spawn(); err != nil {
 		return err
 	}
 	return n.c.WaitReady(ctx, n)
@@ -307,7 +317,9 @@ func (n *Node) Start(ctx context.Context) error {
 // Restart is Start for a node that was stopped or killed; a node still running is an error.
 func (n *Node) Restart(ctx context.Context) error { return n.Start(ctx) }
 
-func (n *Node) spawn() error {
+// Spawn starts the node's process (again, after an exit) without waiting for readiness (see
+// Cluster.WaitReady). A node still running is an error.
+func (n *Node) Spawn() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.cmd != nil {
