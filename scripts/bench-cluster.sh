@@ -17,11 +17,11 @@
 #             FAILOVER_RATE msg/s on 3 partitions: SIGKILL the leader of partition 0, time from the
 #             kill to the first acknowledgement of a partition-0 batch by another broker; restart
 #             the killed broker, wait for the full ISR; FAILOVER_CYCLES times; min/median/max.
-#             (benchmarks/cmd/clusterbench failover)
+#             (weir bench cluster failover)
 #   catchup   weir RF=3, 16 partitions: SIGTERM a follower, produce CATCHUP_BYTES with
 #             acks=CATCHUP_ACKS while it is down, restart it, time until it is back in the ISR of
 #             every partition; MB/s = segment bytes it was behind / that time.
-#             (benchmarks/cmd/clusterbench catchup)
+#             (weir bench cluster catchup)
 #
 #   PARTS          default "produce failover catchup"
 #   DURATION       measured time per produce run (default 20s; QUICK=1: 5s)
@@ -34,7 +34,7 @@
 #   CATCHUP_BYTES  default 1GiB (QUICK=1: 256MiB);  CATCHUP_ACKS  default 1
 #   MAX_MESSAGES   cap per produce run (default 50000000)
 #   BENCH_DIR      brokers' data (default: mktemp -d); put it on the disk being judged
-#   WEIR_PORT_BASE default 29192 (clients +0..2, controllers +100..102)
+#   WEIR_PORT_BASE default 29192 (clients +0..2, controllers +100..102, failover/catchup admin +200..202)
 #   KAFKA_PORT_BASE default 39192 (clients +0..2, controllers +100..102)
 #   KAFKA_HEAP_OPTS  per Kafka node (default -Xmx1G -Xms1G)
 #   KAFKA_ANCHOR   folder with lib.sh/setup.sh (default ../shared/anchors/kafka)
@@ -98,12 +98,10 @@ if [[ -z "${WEIR_BIN:-}" ]]; then
   log "building weir from $REPO"
   (cd "$REPO" && go build -o "$WEIR_BIN" ./cmd/weir)
 fi
-CLUSTERBENCH="$OUT/clusterbench"
-(cd "$REPO" && go build -o "$CLUSTERBENCH" ./benchmarks/cmd/clusterbench)
 
 # --- process bookkeeping -----------------------------------------------------------------------
 PIDS=()          # every broker process of the current cluster
-CB_PID=""        # a running clusterbench or weir bench (run in the background and waited for, so a
+CB_PID=""        # a running weir bench (run in the background and waited for, so a
                  # signal reaches the trap at once)
 CUR_DIR=""       # the data dir of the running produce cluster, removed on exit
 cleanup() {
@@ -363,12 +361,12 @@ run_clusterbench() { # NAME ARGS...
   local name="$1" rc=0; shift
   rm -rf "${BENCH_DIR:?}/$name"
   CUR_DIR="$BENCH_DIR/$name"
-  "$CLUSTERBENCH" "$@" --weir "$WEIR_BIN" --dir "$BENCH_DIR/$name" --out "$OUT/$name" --port-base "$WEIR_PORT_BASE" \
+  "$WEIR_BIN" bench cluster "$@" --weir "$WEIR_BIN" --dir "$BENCH_DIR/$name" --out "$OUT/$name" --port-base "$WEIR_PORT_BASE" \
     >"$OUT/$name.txt" 2>"$OUT/logs/$name.log" &
   CB_PID=$!
   wait "$CB_PID" || rc=$?
   CB_PID=""
-  for f in "$BENCH_DIR/$name"/node*.log; do [[ -f "$f" ]] && cp "$f" "$OUT/logs/$name-$(basename "$f")"; done
+  for f in "$BENCH_DIR/$name"/node-*/weir.log; do [[ -f "$f" ]] && cp "$f" "$OUT/logs/$name-$(basename "$(dirname "$f")").log"; done
   rm -rf "${BENCH_DIR:?}/$name"
   CUR_DIR=""
   if (( rc != 0 )); then log "$name failed ($rc): $(tail -n 3 "$OUT/logs/$name.log")"; else log "$name: $(cat "$OUT/$name.txt")"; fi
