@@ -510,6 +510,25 @@ func (n *Node) ReadyzState(ctx context.Context) error {
 	return readyz(ctx, n.MetricsAddr())
 }
 
+// WaitReadyz polls http://addr/readyz (every 5 ms) until it answers 200, for at most within or
+// until ctx ends; the error names the last answer. Used for brokers that are not child processes
+// (testcluster/inproc).
+func WaitReadyz(ctx context.Context, addr string, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for {
+		err := readyz(ctx, addr)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready within %v: last /readyz: %v", addr, within, err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 var readyClient = &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
 func readyz(ctx context.Context, addr string) error {
