@@ -357,7 +357,7 @@ if [[ " $PARTS " == *" produce "* ]]; then
   "$WEIR_BIN" bench report "$OUT/runs" >"$OUT/report.md" 2>"$OUT/logs/report.err" || log "weir bench report failed: $(cat "$OUT/logs/report.err")"
 fi
 
-run_clusterbench() { # NAME ARGS...
+run_bench_cluster() { # NAME ARGS...
   local name="$1" rc=0; shift
   rm -rf "${BENCH_DIR:?}/$name"
   CUR_DIR="$BENCH_DIR/$name"
@@ -374,11 +374,11 @@ run_clusterbench() { # NAME ARGS...
 
 if [[ " $PARTS " == *" failover "* ]]; then
   check_ports "$WEIR_PORT_BASE" &&
-    run_clusterbench failover failover --cycles "$FAILOVER_CYCLES" --rate "$FAILOVER_RATE" --timeout 15m
+    run_bench_cluster failover failover --cycles "$FAILOVER_CYCLES" --rate "$FAILOVER_RATE" --timeout 15m
 fi
 if [[ " $PARTS " == *" catchup "* ]]; then
   check_ports "$WEIR_PORT_BASE" &&
-    run_clusterbench catchup catchup --bytes "$CATCHUP_BYTES" --acks "$CATCHUP_ACKS" --timeout 15m
+    run_bench_cluster catchup catchup --bytes "$CATCHUP_BYTES" --acks "$CATCHUP_ACKS" --timeout 15m
 fi
 log "all parts took $(( $(date +%s) - T0 )) s"
 
