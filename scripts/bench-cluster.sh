@@ -34,7 +34,7 @@
 #   CATCHUP_BYTES  default 1GiB (QUICK=1: 256MiB);  CATCHUP_ACKS  default 1
 #   MAX_MESSAGES   cap per produce run (default 50000000)
 #   BENCH_DIR      brokers' data (default: mktemp -d); put it on the disk being judged
-#   WEIR_PORT_BASE default 29192 (clients +0..2, controllers +100..102, failover/catchup admin +200..202)
+#   WEIR_PORT_BASE default 29192 (clients +0..2, controllers +100..102, admin listeners +200..202)
 #   KAFKA_PORT_BASE default 39192 (clients +0..2, controllers +100..102)
 #   KAFKA_HEAP_OPTS  per Kafka node (default -Xmx1G -Xms1G)
 #   KAFKA_ANCHOR   folder with lib.sh/setup.sh (default ../shared/anchors/kafka)
@@ -144,7 +144,7 @@ voters_of() { # PORT_BASE -> 1@127.0.0.1:C1,...
 check_ports() { # PORT_BASE
   local i
   for i in 0 1 2; do
-    for p in $(( $1 + i )) $(( $1 + 100 + i )); do
+    for p in $(( $1 + i )) $(( $1 + 100 + i )) $(( $1 + 200 + i )); do
       if port_open "$p"; then log "127.0.0.1:$p is already in use"; return 1; fi
     done
   done
@@ -169,26 +169,18 @@ create_topic() { # BOOTSTRAP TOPIC
 }
 
 # --- weir cluster --------------------------------------------------------------------------------
-start_weir_cluster() { # MODE DIR
-  local mode="$1" dir="$2" i extra=() voters
+start_weir_cluster() { # MODE DIR: `weir dev-cluster` (node i in DIR/node-i, ready = its /readyz answers 200)
+  local mode="$1" dir="$2" extra=()
   check_ports "$WEIR_PORT_BASE" || return 1
-  voters="$(voters_of "$WEIR_PORT_BASE")"
   if [[ "$mode" == pagecache ]]; then extra+=(--set "log.flush.interval.messages=$PAGECACHE_FLUSH"); fi
-  for i in 1 2 3; do
-    mkdir -p "$dir/node$i"
-    "$WEIR_BIN" serve --set "node.id=$i" --set "listeners=PLAINTEXT://127.0.0.1:$(( WEIR_PORT_BASE + i - 1 ))" \
-      --set "log.dirs=$dir/node$i/data" --set "controller.quorum.voters=$voters" \
-      --set min.insync.replicas=2 --set default.replication.factor=3 --set offsets.topic.replication.factor=3 \
-      "${extra[@]}" >"$dir/node$i/weir.log" 2>&1 </dev/null &
-    PIDS+=($!)
-  done
-  local deadline=$(( $(date +%s) + 90 ))
-  for i in 1 2 3; do
-    until grep -q 'weir broker started' "$dir/node$i/weir.log" 2>/dev/null; do
-      kill -0 "${PIDS[$((i - 1))]}" 2>/dev/null || { log "weir node $i exited: $(tail -n 5 "$dir/node$i/weir.log")"; return 1; }
-      (( $(date +%s) < deadline )) || { log "weir node $i did not start within 90 s"; return 1; }
-      sleep 0.1
-    done
+  # dev-cluster's defaults for 3 nodes are this benchmark's: replication factors 3, min.insync.replicas=2.
+  "$WEIR_BIN" dev-cluster -n 3 --dir "$dir" --base-port "$WEIR_PORT_BASE" \
+    --controller-base-port $(( WEIR_PORT_BASE + 100 )) --metrics-base-port $(( WEIR_PORT_BASE + 200 )) \
+    --start-timeout 90s --stop-timeout 50s "${extra[@]}" >"$dir/dev-cluster.txt" 2>&1 </dev/null &
+  PIDS+=($!)
+  until grep -q '^all 3 nodes started' "$dir/dev-cluster.txt" 2>/dev/null; do
+    kill -0 "${PIDS[0]}" 2>/dev/null || { log "weir dev-cluster exited: $(tail -n 5 "$dir/dev-cluster.txt")"; return 1; }
+    sleep 0.1
   done
 }
 
@@ -331,8 +323,10 @@ cp_logs() { # DIR NAME: keep the brokers' logs
   for i in 1 2 3; do
     for f in weir.log server.log stdout.log format.log; do
       if [[ -f "$1/node$i/$f" ]]; then cp "$1/node$i/$f" "$OUT/logs/$2-node$i-$f"; fi
+      if [[ -f "$1/node-$i/$f" ]]; then cp "$1/node-$i/$f" "$OUT/logs/$2-node$i-$f"; fi
     done
   done
+  if [[ -f "$1/dev-cluster.txt" ]]; then cp "$1/dev-cluster.txt" "$OUT/logs/$2-dev-cluster.txt"; fi
 }
 
 {
