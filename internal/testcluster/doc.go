@@ -13,8 +13,10 @@
 //     without linking testing. Tests wire clean-up and log printing through the tiny subpackage
 //     testcluster/tbcluster, which takes a testing.TB.
 //   - Ports are fixed (a base port per kind, node i at base+i-1) or, with a zero base, free
-//     loopback ports found by binding port 0; a free port can in principle be taken by another
-//     process before the node binds it, which start-up then reports as a node that exited.
+//     loopback ports found by binding port 0 (held until all are chosen, so no two coincide). A
+//     node does not start while something already listens on one of its ports: a busy admin
+//     port would otherwise pass another process's /readyz off as the node's. A port taken in the
+//     instant between that check and the node's bind shows as a node that exited at start.
 //   - Node output goes to memory (tests) or is appended to DIR/node-i/weir.log (dev-cluster);
 //     Output returns only the current run's part.
 //

@@ -329,6 +329,14 @@ func (n *Node) Spawn() error {
 			return fmt.Errorf("node %d is running (pid %d)", n.ID, n.cmd.Process.Pid)
 		}
 	}
+	// A port something already listens on would be a start failure at best and, for the admin
+	// port, another process's /readyz mistaken for this node's readiness at worst.
+	for _, addr := range []string{n.Addr(), n.ControllerAddr(), n.MetricsAddr()} {
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			return fmt.Errorf("node %d: %s is already in use", n.ID, addr)
+		}
+	}
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return fmt.Errorf("node %d: %w", n.ID, err)
 	}

@@ -3,6 +3,7 @@ package testcluster_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -271,5 +272,32 @@ func TestRealCluster(t *testing.T) {
 	}
 	if !strings.Contains(c.Node(1).Output(), "weir broker started") {
 		t.Errorf("node 1 output lacks its start line:\n%s", testcluster.LastLines(c.Node(1).Output(), 20))
+	}
+}
+
+// A node whose admin port something else already serves is refused at start: that /readyz
+// would not be the node's.
+func TestPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	c, err := testcluster.New(testcluster.Config{Binary: "/bin/true", N: 1, Dir: t.TempDir(),
+		MetricsBasePort: ln.Addr().(*net.TCPAddr).Port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "already in use") {
+		t.Fatalf("err %v", err)
 	}
 }
