@@ -1,5 +1,7 @@
 // Package inproc starts brokers inside the test process: the in-process mode of the test
-// harness (internal/testcluster starts `weir serve` child processes). It imports broker, so only
+// harness (internal/testcluster starts `weir serve` child processes). Start runs one broker
+// (its own one-node quorum); StartCluster runs n brokers that form one cluster, for tests that
+// need replication but no process signals. It imports broker, so only
 // tests outside the broker package (cmd/weir, benchmarks, ...) and tools may use it; the broker
 // package's own tests keep one local helper (startBroker in broker/e2e_test.go), since a package
 // broker test importing this package would be an import cycle.
@@ -11,6 +13,10 @@ package inproc
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,4 +87,91 @@ func StartStoppable(tb testing.TB, props map[string]string) (*broker.Broker, fun
 		}
 	}
 	return b, stop
+}
+
+// StartCluster runs n brokers in this process as one cluster (every one a controller quorum
+// voter, node ids 1..n), each on free 127.0.0.1 ports (Kafka, controller, admin) with its own
+// temp data dir and props over those defaults, waits for every /readyz and shuts them all down
+// when tb ends. Brokers are started concurrently: each one's New waits for the metadata quorum,
+// which needs a majority of the others. Killing or pausing a node needs processes: use
+// testcluster for that.
+func StartCluster(tb testing.TB, n int, props map[string]string) []*broker.Broker {
+	tb.Helper()
+	if n < 1 || n > 9 {
+		tb.Fatalf("inproc.StartCluster: %d brokers: want 1 to 9", n)
+	}
+	ports := freePorts(tb, 2*n)
+	voters := make([]string, n)
+	for i := range n {
+		voters[i] = fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[n+i])
+	}
+	brokers := make([]*broker.Broker, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		p := Defaults(tb)
+		p["listeners"] = "PLAINTEXT://127.0.0.1:" + strconv.Itoa(ports[i])
+		p["node.id"] = strconv.Itoa(i + 1)
+		p["controller.quorum.voters"] = strings.Join(voters, ",")
+		for k, v := range props {
+			p[k] = v
+		}
+		cfg, err := broker.NewConfig(p)
+		if err != nil {
+			tb.Fatalf("broker %d: %v", i+1, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := broker.New(cfg)
+			if err == nil {
+				err = b.Start()
+				if err != nil {
+					shutdown(b)
+				}
+			}
+			brokers[i], errs[i] = b, err
+		}()
+	}
+	wg.Wait()
+	for i, b := range brokers {
+		if errs[i] == nil {
+			tb.Cleanup(func() { shutdown(b) })
+		}
+	}
+	for i, err := range errs {
+		if err != nil {
+			tb.Fatalf("broker %d: %v", i+1, err)
+		}
+	}
+	for _, b := range brokers {
+		if addr := b.MetricsAddr(); addr != "" {
+			if err := testcluster.WaitReadyz(context.Background(), addr, ReadyTimeout); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	return brokers
+}
+
+// shutdown stops b, bounded.
+func shutdown(b *broker.Broker) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = b.Shutdown(ctx)
+}
+
+// freePorts returns n distinct free loopback ports (held open until all are chosen).
+func freePorts(tb testing.TB, n int) []int {
+	tb.Helper()
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
 }
