@@ -95,13 +95,8 @@ func (c *testCluster) signal(i int, sig syscall.Signal) {
 	}
 }
 
-func (c *testCluster) addrs() []string {
-	var out []string
-	for _, n := range c.nodes {
-		out = append(out, fmt.Sprintf("127.0.0.1:%d", n.port))
-	}
-	return out
-}
+// addrs are the brokers' Kafka addresses.
+func (c *testCluster) addrs() []string { return c.tc.Bootstrap() }
 
 func (c *testCluster) index(id int32) int {
 	for i, n := range c.nodes {
