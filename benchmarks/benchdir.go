@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
-	"testing"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,10 +17,22 @@ const DirEnv = "WEIR_BENCH_DIR"
 
 var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9._=-]+`)
 
+// TB is the part of testing.TB that Dir uses. It is an interface of this package, not testing.TB,
+// so that the load-generator library (which the weir binary links for `weir bench`) does not link
+// the testing package; every *testing.B and *testing.T satisfies it.
+type TB interface {
+	Helper()
+	Name() string
+	TempDir() string
+	Cleanup(func())
+	Logf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // Dir returns a fresh, empty directory for one benchmark: under $WEIR_BENCH_DIR when set (removed
 // when the benchmark ends), else b.TempDir(). The first call logs the filesystem type, so that a
 // run on tmpfs (where fdatasync costs nothing) cannot pass for a disk measurement.
-func Dir(tb testing.TB) string {
+func Dir(tb TB) string {
 	tb.Helper()
 	root := os.Getenv(DirEnv)
 	if root == "" {
@@ -44,7 +55,7 @@ func Dir(tb testing.TB) string {
 var loggedFilesystem sync.Map // directory's parent -> true
 
 // logFilesystem logs the filesystem type of dir's parent once per parent.
-func logFilesystem(tb testing.TB, dir string) {
+func logFilesystem(tb TB, dir string) {
 	parent := filepath.Dir(dir)
 	if _, seen := loggedFilesystem.LoadOrStore(parent, true); seen {
 		return

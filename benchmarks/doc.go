@@ -1,3 +1,9 @@
-// Package benchmarks holds the go test -bench suites that span packages and the load-generation
-// and latency-histogram code used by `weir bench`.
+// Package benchmarks is the load-generation, disk-baseline and latency-histogram library that
+// `weir bench` links (load.go, loadgen.go, e2e.go, disk.go, rawdevice.go, hist.go, latency.go),
+// and, in its _test.go files, the go test -bench suites that span packages.
+//
+// The non-test files do not import the testing package: the helpers that benchmarks in other
+// packages call with a *testing.B (Dir, ReportLatency) take the small interfaces TB and
+// MetricReporter instead, which every *testing.B and *testing.T satisfies. The weir binary
+// therefore links no testing code through this package.
 package benchmarks

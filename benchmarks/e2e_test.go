@@ -40,6 +40,7 @@ import (
 
 	"github.com/weir-mq/weir/broker"
 	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/internal/testcluster/inproc"
 )
 
 // flushMode is a broker flush policy of the grids.
@@ -67,27 +68,18 @@ type benchBroker struct {
 	adm *kadm.Client
 }
 
-// startBroker starts a broker on 127.0.0.1:0 with its log dir from Dir; it stops when tb ends.
+// startBroker starts an in-process broker (testcluster/inproc) on 127.0.0.1:0 with its log dir
+// from Dir; it stops when tb ends.
 func startBroker(tb testing.TB, props map[string]string) *benchBroker {
 	tb.Helper()
 	quietOnce.Do(func() {
 		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	})
-	p := map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": Dir(tb)}
+	p := map[string]string{"log.dirs": Dir(tb)}
 	for k, v := range props {
 		p[k] = v
 	}
-	cfg, err := broker.NewConfig(p)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	br, err := broker.New(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := br.Start(); err != nil {
-		tb.Fatal(err)
-	}
+	br, stop := inproc.StartStoppable(tb, p)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr()))
 	if err != nil {
 		tb.Fatal(err)
@@ -95,9 +87,7 @@ func startBroker(tb testing.TB, props map[string]string) *benchBroker {
 	bb := &benchBroker{br: br, cl: cl, adm: kadm.NewClient(cl)}
 	tb.Cleanup(func() {
 		cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := br.Shutdown(ctx); err != nil {
+		if err := stop(); err != nil {
 			tb.Error(err)
 		}
 	})

@@ -1,7 +1,6 @@
 package benchmarks
 
 import (
-	"testing"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -83,10 +82,16 @@ func PercentilesOf(h *hdrhistogram.Histogram) Percentiles {
 	}
 }
 
+// MetricReporter is the part of *testing.B that ReportLatency uses (an interface here so that
+// this package does not link the testing package).
+type MetricReporter interface {
+	ReportMetric(n float64, unit string)
+}
+
 // ReportLatency reports h's p50, p99 and p99.9 in microseconds as benchmark metrics named
 // "<prefix>p50-us", "<prefix>p99-us" and "<prefix>p99.9-us". Nothing is reported for an empty
 // histogram.
-func ReportLatency(b *testing.B, h *hdrhistogram.Histogram, prefix string) Percentiles {
+func ReportLatency(b MetricReporter, h *hdrhistogram.Histogram, prefix string) Percentiles {
 	p := PercentilesOf(h)
 	if p.Count == 0 {
 		return p

@@ -11,12 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -27,176 +25,78 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/weir-mq/weir/internal/testcluster"
+	"github.com/weir-mq/weir/internal/testcluster/tbcluster"
 	"github.com/weir-mq/weir/record"
 )
 
+// clusterNode is one broker of a testCluster.
 type clusterNode struct {
 	id    int32
-	port  int
-	cport int
-	dir   string
-	proc  *weirProc
+	port  int    // Kafka listener
+	cport int    // controller quorum port
+	dir   string // log.dirs
+	node  *testcluster.Node
 }
 
+// output is the node's output of its current run.
+func (n *clusterNode) output() string { return n.node.Output() }
+
+// testCluster is a cluster of `weir serve` processes started by internal/testcluster (readiness
+// from each node's /readyz), with the helpers the cluster tests share.
 type testCluster struct {
-	t      *testing.T
-	bin    string
-	voters string
-	extra  map[string]string
-	nodes  []*clusterNode
+	t     *testing.T
+	tc    *testcluster.Cluster
+	nodes []*clusterNode
 }
 
-var clusterBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// clusterBinary builds the weir binary once per test process.
-func clusterBinary(t *testing.T) string {
-	t.Helper()
-	clusterBin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "weir-cluster-bin")
-		if err != nil {
-			clusterBin.err = err
-			return
-		}
-		clusterBin.path = filepath.Join(dir, "weir")
-		out, err := exec.Command("go", "build", "-o", clusterBin.path, "github.com/weir-mq/weir/cmd/weir").CombinedOutput()
-		if err != nil {
-			clusterBin.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if clusterBin.err != nil {
-		t.Fatal(clusterBin.err)
-	}
-	return clusterBin.path
-}
-
-// startCluster starts n brokers, every one a controller quorum voter.
+// startCluster starts n brokers, every one a controller quorum voter, with extra set on each.
 func startCluster(t *testing.T, n int, extra map[string]string) *testCluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs a cluster of weir processes")
+	props := map[string]string{"group.initial.rebalance.delay.ms": "0"}
+	for k, v := range extra {
+		props[k] = v
 	}
-	c := &testCluster{t: t, bin: clusterBinary(t), extra: extra}
-	var voters []string
-	for i := 1; i <= n; i++ {
-		node := &clusterNode{id: int32(i), port: freePort(t), cport: freePort(t), dir: t.TempDir()}
-		c.nodes = append(c.nodes, node)
-		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i, node.cport))
+	return wrapCluster(t, tbcluster.Start(t, testcluster.Config{N: n, Props: props}))
+}
+
+// wrapCluster gives a started harness cluster the cluster tests' helpers.
+func wrapCluster(t *testing.T, tc *testcluster.Cluster) *testCluster {
+	c := &testCluster{t: t, tc: tc}
+	for _, n := range tc.Nodes() {
+		c.nodes = append(c.nodes, &clusterNode{id: n.ID, port: n.Port, cport: n.ControllerPort, dir: n.Dir, node: n})
 	}
-	c.voters = strings.Join(voters, ",")
-	var wg sync.WaitGroup
-	for _, node := range c.nodes {
-		c.spawn(node)
-	}
-	for _, node := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.waitStarted(node, 60*time.Second)
-		}()
-	}
-	wg.Wait()
 	return c
 }
 
-func (c *testCluster) spawn(node *clusterNode) {
-	addr := fmt.Sprintf("127.0.0.1:%d", node.port)
-	args := []string{"serve",
-		"--set", "node.id=" + strconv.Itoa(int(node.id)),
-		"--set", "listeners=PLAINTEXT://" + addr,
-		"--set", "log.dirs=" + node.dir,
-		"--set", "controller.quorum.voters=" + c.voters,
-		"--set", "group.initial.rebalance.delay.ms=0",
-		"--set", "metrics.listener=127.0.0.1:0",
-	}
-	keys := make([]string, 0, len(c.extra))
-	for k := range c.extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		args = append(args, "--set", k+"="+c.extra[k])
-	}
-	p := &weirProc{out: &syncBuffer{}, addr: addr, exited: make(chan struct{})}
-	p.cmd = exec.Command(c.bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
-	c.t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		if c.t.Failed() || os.Getenv("WEIR_CLUSTER_LOGS") != "" { // WEIR_CLUSTER_LOGS=1: always
-			c.t.Logf("--- broker %d output ---\n%s", node.id, tail(p.out.String(), 60))
-		}
-	})
-	node.proc = p
-}
-
 func tail(s string, lines int) string {
-	parts := strings.Split(s, "\n")
-	if len(parts) > lines {
-		parts = parts[len(parts)-lines:]
-	}
-	return strings.Join(parts, "\n")
+	return testcluster.LastLines(s, lines)
 }
 
-func (c *testCluster) waitStarted(node *clusterNode, within time.Duration) {
-	deadline := time.Now().Add(within)
-	for !strings.Contains(node.proc.out.String(), "weir broker started") {
-		select {
-		case <-node.proc.exited:
-			c.t.Errorf("broker %d exited at start: %v\n%s", node.id, node.proc.exitErr, node.proc.out)
-			return
-		default:
-		}
-		if time.Now().After(deadline) {
-			c.t.Errorf("broker %d did not start within %v\n%s", node.id, within, tail(node.proc.out.String(), 40))
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// restart starts a stopped node again on the same ports and data.
+// restart starts a stopped node again on the same ports and data and waits for its /readyz.
 func (c *testCluster) restart(i int) {
 	c.t.Helper()
-	c.spawn(c.nodes[i])
-	c.waitStarted(c.nodes[i], 60*time.Second)
-	if c.t.Failed() {
-		c.t.FailNow()
+	if err := c.nodes[i].node.Restart(context.Background()); err != nil {
+		c.t.Fatal(err)
 	}
 }
 
+// signal sends sig to node i; after SIGKILL or SIGTERM it waits (30 s at most) for the exit.
 func (c *testCluster) signal(i int, sig syscall.Signal) {
 	c.t.Helper()
-	if err := c.nodes[i].proc.cmd.Process.Signal(sig); err != nil {
+	n := c.nodes[i].node
+	if err := n.Signal(sig); err != nil {
 		c.t.Fatal(err)
 	}
 	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
-		select {
-		case <-c.nodes[i].proc.exited:
-		case <-time.After(30 * time.Second):
-			c.t.Fatalf("broker %d did not exit after %v", c.nodes[i].id, sig)
+		if err := n.WaitExit(30 * time.Second); err != nil {
+			c.t.Fatalf("after %v: %v", sig, err)
 		}
 	}
 }
 
-func (c *testCluster) addrs() []string {
-	var out []string
-	for _, n := range c.nodes {
-		out = append(out, fmt.Sprintf("127.0.0.1:%d", n.port))
-	}
-	return out
-}
+// addrs are the brokers' Kafka addresses.
+func (c *testCluster) addrs() []string { return c.tc.Bootstrap() }
 
 func (c *testCluster) index(id int32) int {
 	for i, n := range c.nodes {

@@ -72,7 +72,7 @@ func TestControllerPortSecureCluster(t *testing.T) {
 	out := func() string {
 		var sb strings.Builder
 		for _, n := range c.nodes {
-			sb.WriteString(n.proc.out.String())
+			sb.WriteString(n.output())
 		}
 		return sb.String()
 	}

@@ -3,17 +3,31 @@ package broker
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weir-mq/weir/internal/testcluster"
 )
 
-// startBroker runs an in-process broker on a random loopback port with data in a temp dir.
+// startBroker runs an in-process broker on a random loopback port with data in a temp dir and
+// props over those defaults, waits for its /readyz, and shuts it down when t ends. It is the
+// broker package's one in-process start helper (outside this package: testcluster/inproc, which
+// this package's tests cannot import, since it imports broker).
 func startBroker(t testing.TB, props map[string]string) *Broker {
 	t.Helper()
-	p := map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": t.TempDir()}
+	b, _ := startStoppableBroker(t, props)
+	return b
+}
+
+// startStoppableBroker is startBroker that also returns stop: a bounded Shutdown, run at most
+// once (later calls return the first's result), for tests that restart a broker on one log dir.
+func startStoppableBroker(t testing.TB, props map[string]string) (*Broker, func() error) {
+	t.Helper()
+	p := map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": t.TempDir(), "metrics.listener": "127.0.0.1:0"}
 	for k, v := range props {
 		p[k] = v
 	}
@@ -25,15 +39,27 @@ func startBroker(t testing.TB, props map[string]string) *Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var once sync.Once
+	var stopErr error
+	stop := func() error {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			stopErr = b.Shutdown(ctx)
+		})
+		return stopErr
+	}
 	if err := b.Start(); err != nil {
+		_ = stop()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = b.Shutdown(ctx)
-	})
-	return b
+	t.Cleanup(func() { _ = stop() })
+	if addr := b.MetricsAddr(); addr != "" {
+		if err := testcluster.WaitReadyz(context.Background(), addr, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b, stop
 }
 
 func TestFranzGoProduceConsume(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,38 +23,14 @@ import (
 // startWeirLimited runs `weir serve` with RLIMIT_NOFILE lowered to nofile (soft and hard).
 func startWeirLimited(t *testing.T, bin, dir string, port, nofile int, sets ...string) *weirProc {
 	t.Helper()
-	args := []string{"serve", "--set", "listeners=PLAINTEXT://127.0.0.1:" + strconv.Itoa(port), "--set", "log.dirs=" + dir,
-		"--set", "metrics.listener=", "--set", "log.flush.offset.checkpoint.interval.ms=100"}
+	props := map[string]string{"log.flush.offset.checkpoint.interval.ms": "100"}
 	for _, s := range sets {
-		args = append(args, "--set", s)
+		k, v, _ := strings.Cut(s, "=")
+		props[k] = v
 	}
 	script := fmt.Sprintf("ulimit -n %d && exec \"$0\" \"$@\"", nofile)
-	p := &weirProc{out: &syncBuffer{}, addr: "127.0.0.1:" + strconv.Itoa(port), exited: make(chan struct{})}
-	p.cmd = exec.Command("sh", append([]string{"-c", script, bin}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(p.out.String(), "weir broker started") {
-		select {
-		case <-p.exited:
-			t.Fatalf("weir serve exited at start: %v\n%s", p.exitErr, p.out)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("weir serve did not start within 20s\n%s", p.out)
-		}
-	}
-	return p
+	wrap := func(argv []string) []string { return append([]string{"sh", "-c", script}, argv...) }
+	return startSingle(t, bin, dir, port, props, wrap)
 }
 
 func TestDescriptorExhaustionKeepsLogDirOnline(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -598,41 +597,7 @@ func TestGroupCommitsSurviveKill(t *testing.T) {
 // startWeirGroups runs `weir serve` like startWeir, with groupProps set.
 func startWeirGroups(t *testing.T, bin, dir string, port int) *weirProc {
 	t.Helper()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	p := &weirProc{out: &syncBuffer{}, addr: addr, exited: make(chan struct{})}
-	args := []string{"serve", "--set", "listeners=PLAINTEXT://" + addr, "--set", "log.dirs=" + dir}
-	for k, v := range groupProps {
-		args = append(args, "--set", k+"="+v)
-	}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return p
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("weir serve exited at start: %v\n%s", p.exitErr, p.out)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("weir serve did not listen on %s within 15s\n%s", addr, p.out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return startSingle(t, bin, dir, port, groupProps, nil)
 }
 
 // saramaHandler records every message value and marks it consumed.

@@ -10,11 +10,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -24,17 +22,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/internal/testcluster"
+	"github.com/weir-mq/weir/internal/testcluster/tbcluster"
 )
 
-// buildWeir builds cmd/weir into dir and returns the binary's path.
-func buildWeir(t *testing.T, dir string) string {
+// buildWeir returns the weir binary, built once per test binary by internal/testcluster (dir is
+// not used any more: the binary is shared by every test of the process).
+func buildWeir(t *testing.T, _ string) string {
 	t.Helper()
-	bin := filepath.Join(dir, "weir")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/weir-mq/weir/cmd/weir")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return tbcluster.Binary(t)
 }
 
 // freePort returns a loopback port nothing listens on right now.
@@ -48,88 +44,50 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// syncBuffer is a goroutine-safe output sink for a child process.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// weirProc is a running `weir serve`.
+// weirProc is a running single `weir serve` (its own one-node quorum), started by
+// internal/testcluster, which waits for its /readyz.
 type weirProc struct {
-	cmd     *exec.Cmd
-	out     *syncBuffer
-	addr    string
-	exited  chan struct{} // closed once the process was waited for
-	exitErr error         // Wait's result, valid once exited is closed
+	node *testcluster.Node
+	addr string
+	out  nodeOutput
+}
+
+// nodeOutput prints (%s, String) a node's output of its current run.
+type nodeOutput struct{ n *testcluster.Node }
+
+func (o nodeOutput) String() string { return o.n.Output() }
+
+// startSingle starts `weir serve` on 127.0.0.1:port with data in dir and props, wrapped by wrap
+// when set, and waits for its /readyz.
+func startSingle(t *testing.T, bin, dir string, port int, props map[string]string, wrap func([]string) []string) *weirProc {
+	t.Helper()
+	c := tbcluster.New(t, testcluster.Config{Binary: bin, N: 1, Single: true, BasePort: port, Props: props, Wrap: wrap,
+		NodeProps:    func(*testcluster.Node) map[string]string { return map[string]string{"log.dirs": dir} },
+		StartTimeout: 20 * time.Second})
+	n := c.Node(1)
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatalf("weir serve: %v", err)
+	}
+	return &weirProc{node: n, addr: n.Addr(), out: nodeOutput{n}}
 }
 
 // startWeir runs `weir serve` on 127.0.0.1:port with data in dir and waits until it serves.
 func startWeir(t *testing.T, bin, dir string, port int) *weirProc {
 	t.Helper()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	p := &weirProc{out: &syncBuffer{}, addr: addr, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, "serve", "--set", "listeners=PLAINTEXT://"+addr, "--set", "log.dirs="+dir)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill() // no-op once it exited
-		<-p.exited
-	})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		// The listener is bound before the logs open (its port is registered with the
-		// controller), so wait for the start-up line rather than for a connection.
-		if strings.Contains(p.out.String(), "weir broker started") {
-			if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-				c.Close()
-				return p
-			}
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("weir serve exited at start: %v\n%s", p.exitErr, p.out)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("weir serve did not listen on %s within 15s\n%s", addr, p.out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return startSingle(t, bin, dir, port, nil, nil)
 }
 
-// stop sends sig and waits (bounded) for the process to exit.
+// stop sends sig and waits (bounded) for the process to exit; it returns the exit's error.
 func (p *weirProc) stop(t *testing.T, sig syscall.Signal, within time.Duration) error {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.node.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-p.exited:
-		return p.exitErr
-	case <-time.After(within):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
+	if err := p.node.WaitExit(within); err != nil {
+		_ = p.node.Kill()
 		t.Fatalf("weir serve did not exit within %v of %v\n%s", within, sig, p.out)
-		return nil
 	}
+	return p.node.ExitErr()
 }
 
 // recoveryLine matches what the engine logs when it scans or repairs segments at start.

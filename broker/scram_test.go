@@ -512,8 +512,7 @@ func TestClusterScramUnknownUserSalt(t *testing.T) {
 		return got[0] == got[1] && got[1] == got[2] && strings.HasSuffix(want, ",i="+strconv.Itoa(scramDefaultIterations)), fmt.Sprint(got)
 	})
 	c.signal(2, syscall.SIGTERM)
-	c.spawnSecure(c.nodes[2])
-	c.waitStarted(c.nodes[2], 60*time.Second)
+	c.restart(2)
 	if got := salt(3); got != want {
 		t.Fatalf("after a restart: %s, want %s", got, want)
 	}

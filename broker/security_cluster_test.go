@@ -11,9 +11,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"os"
-	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,6 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/weir-mq/weir/internal/testcluster"
+	"github.com/weir-mq/weir/internal/testcluster/tbcluster"
 	"github.com/weir-mq/weir/netio/testcert"
 )
 
@@ -35,7 +34,8 @@ type secureCluster struct {
 	ca   *testcert.CA
 }
 
-// startSecureCluster starts n brokers with props (and per-node LOCAL/BROKER listeners).
+// startSecureCluster starts n brokers with props (and per-node LOCAL/BROKER listeners: BROKER on
+// the node's first extra port).
 func startSecureCluster(t *testing.T, n int, props map[string]string) *secureCluster {
 	t.Helper()
 	if testing.Short() {
@@ -44,16 +44,7 @@ func startSecureCluster(t *testing.T, n int, props map[string]string) *secureClu
 	dir := t.TempDir()
 	ca := testcert.NewCA(t)
 	caFile, certFile, keyFile := ca.Files(t, dir, ca.Server(t))
-	c := &secureCluster{testCluster: &testCluster{t: t, bin: clusterBinary(t)}, sasl: map[int32]int{}, ca: ca}
-	var voters []string
-	for i := 1; i <= n; i++ {
-		node := &clusterNode{id: int32(i), port: freePort(t), cport: freePort(t), dir: t.TempDir()}
-		c.nodes = append(c.nodes, node)
-		c.sasl[node.id] = freePort(t)
-		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i, node.cport))
-	}
-	c.voters = strings.Join(voters, ",")
-	c.extra = map[string]string{
+	extra := map[string]string{
 		"listener.security.protocol.map": "LOCAL:PLAINTEXT,BROKER:SASL_SSL",
 		"inter.broker.listener.name":     "BROKER",
 		"ssl.certificate.location":       certFile,
@@ -63,62 +54,17 @@ func startSecureCluster(t *testing.T, n int, props map[string]string) *secureClu
 		"replica.fetch.backoff.ms":       "300",
 	}
 	for k, v := range props {
-		c.extra[k] = v
+		extra[k] = v
 	}
-	for _, node := range c.nodes {
-		c.spawnSecure(node)
-	}
-	done := make(chan struct{})
-	for _, node := range c.nodes {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			c.waitStarted(node, 60*time.Second)
-		}()
-	}
-	for range c.nodes {
-		<-done
-	}
-	if t.Failed() {
-		t.FailNow()
+	tc := tbcluster.Start(t, testcluster.Config{N: n, ExtraPorts: 1, Props: extra,
+		NodeProps: func(n *testcluster.Node) map[string]string {
+			return map[string]string{"listeners": fmt.Sprintf("LOCAL://%s,BROKER://127.0.0.1:%d", n.Addr(), n.ExtraPorts[0])}
+		}})
+	c := &secureCluster{testCluster: wrapCluster(t, tc), sasl: map[int32]int{}, ca: ca}
+	for _, n := range tc.Nodes() {
+		c.sasl[n.ID] = n.ExtraPorts[0]
 	}
 	return c
-}
-
-func (c *secureCluster) spawnSecure(node *clusterNode) {
-	local := fmt.Sprintf("127.0.0.1:%d", node.port)
-	args := []string{"serve",
-		"--set", "node.id=" + strconv.Itoa(int(node.id)),
-		"--set", fmt.Sprintf("listeners=LOCAL://%s,BROKER://127.0.0.1:%d", local, c.sasl[node.id]),
-		"--set", "log.dirs=" + node.dir,
-		"--set", "controller.quorum.voters=" + c.voters,
-		"--set", "metrics.listener=127.0.0.1:0",
-	}
-	keys := make([]string, 0, len(c.extra))
-	for k := range c.extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		args = append(args, "--set", k+"="+c.extra[k])
-	}
-	p := &weirProc{out: &syncBuffer{}, addr: local, exited: make(chan struct{})}
-	p.cmd = exec.Command(c.bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
-	c.t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.exited
-		if c.t.Failed() || os.Getenv("WEIR_CLUSTER_LOGS") != "" {
-			c.t.Logf("--- broker %d output ---\n%s", node.id, tail(p.out.String(), 60))
-		}
-	})
-	node.proc = p
 }
 
 // saslAddrs are the brokers' SASL_SSL addresses.
@@ -134,7 +80,7 @@ func (c *secureCluster) saslAddrs() []string {
 func (c *secureCluster) output() string {
 	var sb strings.Builder
 	for _, n := range c.nodes {
-		sb.WriteString(n.proc.out.String())
+		sb.WriteString(n.output())
 	}
 	return sb.String()
 }
@@ -260,8 +206,7 @@ func TestSecurityClusterSASLSSL(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatalf("produce acks=all with a broker down: %v", err)
 	}
-	c.spawnSecure(last)
-	c.waitStarted(last, 60*time.Second)
+	c.restart(2)
 	waitFor(t, 20*time.Second, "the restarted broker caught up", func() (bool, string) {
 		total := int64(0)
 		for p := range int32(3) {
@@ -319,12 +264,12 @@ func TestSecurityClusterWrongPassword(t *testing.T) {
 		if got := batchesEnd(logBytes(t, node.dir, topic, 0)); got != 0 {
 			t.Errorf("follower %d holds %d records", node.id, got)
 		}
-		out := node.proc.out.String()
+		out := node.output()
 		if !strings.Contains(out, "cannot replicate from the leader") || !strings.Contains(out, "SASL_AUTHENTICATION_FAILED") {
 			t.Errorf("follower %d did not log the refused inter-broker authentication:\n%s", node.id, tail(out, 20))
 		}
 	}
-	if out := leader.proc.out.String(); !strings.Contains(out, "SASL authentication failed") {
+	if out := leader.output(); !strings.Contains(out, "SASL authentication failed") {
 		t.Errorf("leader did not log the failed authentications:\n%s", tail(out, 20))
 	}
 	if out := c.output(); strings.Contains(out, "wrong-pw-123") || strings.Contains(out, "br0ker") {

@@ -16,28 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// startBrokerAt starts a broker on logDir; stop it with stopBroker (restarts in one test).
-func startBrokerAt(t *testing.T, logDir string) *Broker {
+// mustStop runs a stop function of startStoppableBroker and fails the test on its error.
+func mustStop(t *testing.T, stop func() error) {
 	t.Helper()
-	cfg, err := NewConfig(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": logDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func stopBroker(t *testing.T, b *Broker) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := b.Shutdown(ctx); err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -65,7 +47,7 @@ func dirsWithPrefix(t *testing.T, dir, prefix string) []string {
 // directory is deleted as a stray of a deleted topic.
 func TestDeleteTopicLongName(t *testing.T) {
 	logDir := t.TempDir()
-	b := startBrokerAt(t, logDir)
+	b, stop := startStoppableBroker(t, map[string]string{"log.dirs": logDir})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	name := strings.Repeat("a.b_c-", 41) + "xyz" // 249 characters of [a-zA-Z0-9._-]
@@ -105,9 +87,9 @@ func TestDeleteTopicLongName(t *testing.T) {
 	if off := produce(b, name, 1); off != 0 {
 		t.Fatalf("re-created topic: first record at offset %d, want 0", off)
 	}
-	stopBroker(t, b)
+	mustStop(t, stop)
 
-	b = startBrokerAt(t, logDir)
+	b, stop = startStoppableBroker(t, map[string]string{"log.dirs": logDir})
 	end, err := kadm.NewClient(newKgo(t, b.Addr())).ListEndOffsets(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -119,22 +101,22 @@ func TestDeleteTopicLongName(t *testing.T) {
 	// A deleted topic's directory left behind is deleted at the next start, not adopted.
 	createTopic(t, b.Addr(), "left-behind", 1, nil)
 	produce(b, "left-behind", 3)
-	stopBroker(t, b)
+	mustStop(t, stop)
 	saved := filepath.Join(t.TempDir(), "saved")
 	if err := os.CopyFS(saved, os.DirFS(filepath.Join(logDir, "left-behind-0"))); err != nil {
 		t.Fatal(err)
 	}
-	b = startBrokerAt(t, logDir)
+	b, stop = startStoppableBroker(t, map[string]string{"log.dirs": logDir})
 	resps, err = kadm.NewClient(newKgo(t, b.Addr())).DeleteTopics(ctx, "left-behind")
 	if err != nil || resps["left-behind"].Err != nil {
 		t.Fatalf("delete left-behind: %v %v", err, resps["left-behind"].Err)
 	}
-	stopBroker(t, b)
+	mustStop(t, stop)
 	if err := os.CopyFS(filepath.Join(logDir, "left-behind-0"), os.DirFS(saved)); err != nil {
 		t.Fatal(err)
 	}
-	b = startBrokerAt(t, logDir)
-	defer stopBroker(t, b)
+	b, stop = startStoppableBroker(t, map[string]string{"log.dirs": logDir})
+	defer mustStop(t, stop)
 	if _, ok := b.topics.get("left-behind"); ok {
 		t.Fatal("a deleted topic was adopted again from its directory")
 	}

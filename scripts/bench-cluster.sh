@@ -17,11 +17,11 @@
 #             FAILOVER_RATE msg/s on 3 partitions: SIGKILL the leader of partition 0, time from the
 #             kill to the first acknowledgement of a partition-0 batch by another broker; restart
 #             the killed broker, wait for the full ISR; FAILOVER_CYCLES times; min/median/max.
-#             (benchmarks/cmd/clusterbench failover)
+#             (weir bench cluster failover)
 #   catchup   weir RF=3, 16 partitions: SIGTERM a follower, produce CATCHUP_BYTES with
 #             acks=CATCHUP_ACKS while it is down, restart it, time until it is back in the ISR of
 #             every partition; MB/s = segment bytes it was behind / that time.
-#             (benchmarks/cmd/clusterbench catchup)
+#             (weir bench cluster catchup)
 #
 #   PARTS          default "produce failover catchup"
 #   DURATION       measured time per produce run (default 20s; QUICK=1: 5s)
@@ -34,7 +34,7 @@
 #   CATCHUP_BYTES  default 1GiB (QUICK=1: 256MiB);  CATCHUP_ACKS  default 1
 #   MAX_MESSAGES   cap per produce run (default 50000000)
 #   BENCH_DIR      brokers' data (default: mktemp -d); put it on the disk being judged
-#   WEIR_PORT_BASE default 29192 (clients +0..2, controllers +100..102)
+#   WEIR_PORT_BASE default 29192 (clients +0..2, controllers +100..102, admin listeners +200..202)
 #   KAFKA_PORT_BASE default 39192 (clients +0..2, controllers +100..102)
 #   KAFKA_HEAP_OPTS  per Kafka node (default -Xmx1G -Xms1G)
 #   KAFKA_ANCHOR   folder with lib.sh/setup.sh (default ../shared/anchors/kafka)
@@ -98,12 +98,10 @@ if [[ -z "${WEIR_BIN:-}" ]]; then
   log "building weir from $REPO"
   (cd "$REPO" && go build -o "$WEIR_BIN" ./cmd/weir)
 fi
-CLUSTERBENCH="$OUT/clusterbench"
-(cd "$REPO" && go build -o "$CLUSTERBENCH" ./benchmarks/cmd/clusterbench)
 
 # --- process bookkeeping -----------------------------------------------------------------------
 PIDS=()          # every broker process of the current cluster
-CB_PID=""        # a running clusterbench or weir bench (run in the background and waited for, so a
+CB_PID=""        # a running weir bench (run in the background and waited for, so a
                  # signal reaches the trap at once)
 CUR_DIR=""       # the data dir of the running produce cluster, removed on exit
 cleanup() {
@@ -146,7 +144,7 @@ voters_of() { # PORT_BASE -> 1@127.0.0.1:C1,...
 check_ports() { # PORT_BASE
   local i
   for i in 0 1 2; do
-    for p in $(( $1 + i )) $(( $1 + 100 + i )); do
+    for p in $(( $1 + i )) $(( $1 + 100 + i )) $(( $1 + 200 + i )); do
       if port_open "$p"; then log "127.0.0.1:$p is already in use"; return 1; fi
     done
   done
@@ -171,26 +169,18 @@ create_topic() { # BOOTSTRAP TOPIC
 }
 
 # --- weir cluster --------------------------------------------------------------------------------
-start_weir_cluster() { # MODE DIR
-  local mode="$1" dir="$2" i extra=() voters
+start_weir_cluster() { # MODE DIR: `weir dev-cluster` (node i in DIR/node-i, ready = its /readyz answers 200)
+  local mode="$1" dir="$2" extra=()
   check_ports "$WEIR_PORT_BASE" || return 1
-  voters="$(voters_of "$WEIR_PORT_BASE")"
   if [[ "$mode" == pagecache ]]; then extra+=(--set "log.flush.interval.messages=$PAGECACHE_FLUSH"); fi
-  for i in 1 2 3; do
-    mkdir -p "$dir/node$i"
-    "$WEIR_BIN" serve --set "node.id=$i" --set "listeners=PLAINTEXT://127.0.0.1:$(( WEIR_PORT_BASE + i - 1 ))" \
-      --set "log.dirs=$dir/node$i/data" --set "controller.quorum.voters=$voters" \
-      --set min.insync.replicas=2 --set default.replication.factor=3 --set offsets.topic.replication.factor=3 \
-      "${extra[@]}" >"$dir/node$i/weir.log" 2>&1 </dev/null &
-    PIDS+=($!)
-  done
-  local deadline=$(( $(date +%s) + 90 ))
-  for i in 1 2 3; do
-    until grep -q 'weir broker started' "$dir/node$i/weir.log" 2>/dev/null; do
-      kill -0 "${PIDS[$((i - 1))]}" 2>/dev/null || { log "weir node $i exited: $(tail -n 5 "$dir/node$i/weir.log")"; return 1; }
-      (( $(date +%s) < deadline )) || { log "weir node $i did not start within 90 s"; return 1; }
-      sleep 0.1
-    done
+  # dev-cluster's defaults for 3 nodes are this benchmark's: replication factors 3, min.insync.replicas=2.
+  "$WEIR_BIN" dev-cluster -n 3 --dir "$dir" --base-port "$WEIR_PORT_BASE" \
+    --controller-base-port $(( WEIR_PORT_BASE + 100 )) --metrics-base-port $(( WEIR_PORT_BASE + 200 )) \
+    --start-timeout 90s --stop-timeout 50s "${extra[@]}" >"$dir/dev-cluster.txt" 2>&1 </dev/null &
+  PIDS+=($!)
+  until grep -q '^all 3 nodes started' "$dir/dev-cluster.txt" 2>/dev/null; do
+    kill -0 "${PIDS[0]}" 2>/dev/null || { log "weir dev-cluster exited: $(tail -n 5 "$dir/dev-cluster.txt")"; return 1; }
+    sleep 0.1
   done
 }
 
@@ -333,8 +323,10 @@ cp_logs() { # DIR NAME: keep the brokers' logs
   for i in 1 2 3; do
     for f in weir.log server.log stdout.log format.log; do
       if [[ -f "$1/node$i/$f" ]]; then cp "$1/node$i/$f" "$OUT/logs/$2-node$i-$f"; fi
+      if [[ -f "$1/node-$i/$f" ]]; then cp "$1/node-$i/$f" "$OUT/logs/$2-node$i-$f"; fi
     done
   done
+  if [[ -f "$1/dev-cluster.txt" ]]; then cp "$1/dev-cluster.txt" "$OUT/logs/$2-dev-cluster.txt"; fi
 }
 
 {
@@ -359,16 +351,16 @@ if [[ " $PARTS " == *" produce "* ]]; then
   "$WEIR_BIN" bench report "$OUT/runs" >"$OUT/report.md" 2>"$OUT/logs/report.err" || log "weir bench report failed: $(cat "$OUT/logs/report.err")"
 fi
 
-run_clusterbench() { # NAME ARGS...
+run_bench_cluster() { # NAME ARGS...
   local name="$1" rc=0; shift
   rm -rf "${BENCH_DIR:?}/$name"
   CUR_DIR="$BENCH_DIR/$name"
-  "$CLUSTERBENCH" "$@" --weir "$WEIR_BIN" --dir "$BENCH_DIR/$name" --out "$OUT/$name" --port-base "$WEIR_PORT_BASE" \
+  "$WEIR_BIN" bench cluster "$@" --weir "$WEIR_BIN" --dir "$BENCH_DIR/$name" --out "$OUT/$name" --port-base "$WEIR_PORT_BASE" \
     >"$OUT/$name.txt" 2>"$OUT/logs/$name.log" &
   CB_PID=$!
   wait "$CB_PID" || rc=$?
   CB_PID=""
-  for f in "$BENCH_DIR/$name"/node*.log; do [[ -f "$f" ]] && cp "$f" "$OUT/logs/$name-$(basename "$f")"; done
+  for f in "$BENCH_DIR/$name"/node-*/weir.log; do [[ -f "$f" ]] && cp "$f" "$OUT/logs/$name-$(basename "$(dirname "$f")").log"; done
   rm -rf "${BENCH_DIR:?}/$name"
   CUR_DIR=""
   if (( rc != 0 )); then log "$name failed ($rc): $(tail -n 3 "$OUT/logs/$name.log")"; else log "$name: $(cat "$OUT/$name.txt")"; fi
@@ -376,11 +368,11 @@ run_clusterbench() { # NAME ARGS...
 
 if [[ " $PARTS " == *" failover "* ]]; then
   check_ports "$WEIR_PORT_BASE" &&
-    run_clusterbench failover failover --cycles "$FAILOVER_CYCLES" --rate "$FAILOVER_RATE" --timeout 15m
+    run_bench_cluster failover failover --cycles "$FAILOVER_CYCLES" --rate "$FAILOVER_RATE" --timeout 15m
 fi
 if [[ " $PARTS " == *" catchup "* ]]; then
   check_ports "$WEIR_PORT_BASE" &&
-    run_clusterbench catchup catchup --bytes "$CATCHUP_BYTES" --acks "$CATCHUP_ACKS" --timeout 15m
+    run_bench_cluster catchup catchup --bytes "$CATCHUP_BYTES" --acks "$CATCHUP_ACKS" --timeout 15m
 fi
 log "all parts took $(( $(date +%s) - T0 )) s"
 

@@ -6,36 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/weir-mq/weir/broker"
 )
 
-// startACLBroker runs an in-process broker with the authorizer on and User:ANONYMOUS (every
-// plaintext client) a super user.
-func startACLBroker(t *testing.T) string {
-	t.Helper()
-	cfg, err := broker.NewConfig(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": t.TempDir(),
-		"authorizer.enable": "true", "super.users": "User:ANONYMOUS"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := broker.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = b.Shutdown(ctx)
-	})
-	return b.Addr()
-}
-
 func TestCLIACL(t *testing.T) {
-	addr := startACLBroker(t)
+	addr := startTestBroker(t, map[string]string{"authorizer.enable": "true", "super.users": "User:ANONYMOUS"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	run := func(args ...string) (string, error) {

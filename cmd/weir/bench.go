@@ -55,7 +55,7 @@ func presetNames() string {
 // benchCmd runs `weir bench produce|e2e|consume|disk|report`.
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("bench: want produce, e2e, consume, disk or report")
+		return errors.New("bench: want produce, e2e, consume, disk, report or cluster")
 	}
 	switch args[0] {
 	case "produce", "e2e":
@@ -66,8 +66,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return benchDisk(ctx, args[1:], stdout, stderr)
 	case "report":
 		return benchReport(args[1:], stdout)
+	case "cluster":
+		return benchClusterCmd(ctx, args[1:], stdout, stderr)
 	}
-	return fmt.Errorf("bench: unknown mode %q (want produce, e2e, consume, disk or report)", args[0])
+	return fmt.Errorf("bench: unknown mode %q (want produce, e2e, consume, disk, report or cluster)", args[0])
 }
 
 type loadFlags struct {

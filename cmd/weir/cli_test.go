@@ -10,29 +10,20 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/weir-mq/weir/broker"
+	"github.com/weir-mq/weir/internal/testcluster/inproc"
 )
 
-// startTestBroker runs an in-process broker on a random loopback port with data in a temp dir.
-func startTestBroker(t *testing.T) string {
+// startTestBroker runs an in-process broker (testcluster/inproc) and returns its address;
+// props are set over inproc's defaults.
+func startTestBroker(t *testing.T, props ...map[string]string) string {
 	t.Helper()
-	cfg, err := broker.NewConfig(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
+	p := map[string]string{}
+	for _, m := range props {
+		for k, v := range m {
+			p[k] = v
+		}
 	}
-	b, err := broker.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = b.Shutdown(ctx)
-	})
-	return b.Addr()
+	return inproc.Start(t, p).Addr()
 }
 
 func TestCLITopicProduceConsume(t *testing.T) {

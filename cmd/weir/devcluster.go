@@ -1,7 +1,9 @@
 package main
 
 // weir dev-cluster: n `weir serve` child processes of this binary on 127.0.0.1, every one a
-// broker and a controller quorum voter, for trying replication on one machine.
+// broker and a controller quorum voter, for trying replication on one machine. The processes
+// are started, waited for (each node's /readyz) and stopped by internal/testcluster, the harness
+// the cluster tests and `weir bench cluster` use too.
 
 import (
 	"bytes"
@@ -12,15 +14,14 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/weir-mq/weir/broker"
+	"github.com/weir-mq/weir/internal/testcluster"
 )
 
 const devClusterUsage = `usage: weir dev-cluster [-n 3] [--dir ./data-cluster] [--base-port 9092] [--controller-base-port 19093] [--set key=value ...]
@@ -31,9 +32,6 @@ DIR/node-i. Unless --set says otherwise, default.replication.factor and
 offsets.topic.replication.factor are min(3,n) and min.insync.replicas is min(2,n). Ctrl-C
 (SIGINT) or SIGTERM stops every node with SIGTERM (SIGKILL after --stop-timeout).
 `
-
-// devStartedMarker is the line a broker logs once it serves its listeners.
-const devStartedMarker = "weir broker started"
 
 // devNodeKeys are the config keys dev-cluster sets per node; --set may not override them.
 var devNodeKeys = map[string]string{
@@ -46,6 +44,7 @@ var devNodeKeys = map[string]string{
 	"metadata.log.dir":         "--dir",
 	"controller.quorum.voters": "--controller-base-port",
 	"controller.listener":      "--controller-base-port",
+	"metrics.listener":         "--metrics-base-port",
 }
 
 // devClusterConfig is what `weir dev-cluster` was asked for.
@@ -72,7 +71,7 @@ func parseDevClusterArgs(args []string, stdout io.Writer) (*devClusterConfig, er
 	fs.StringVar(&c.dir, "dir", "./data-cluster", "parent of the node directories DIR/node-i")
 	fs.IntVar(&c.basePort, "base-port", 9092, "broker port of node 1 (node i: base-port+i-1)")
 	fs.IntVar(&c.controllerBasePort, "controller-base-port", 19093, "controller (Raft) port of node 1 (node i: controller-base-port+i-1)")
-	fs.IntVar(&c.metricsBasePort, "metrics-base-port", 9644, "metrics.listener port of node 1 (node i: metrics-base-port+i-1; 0: no metrics listeners)")
+	fs.IntVar(&c.metricsBasePort, "metrics-base-port", 9644, "metrics.listener port of node 1 (node i: metrics-base-port+i-1; 0: a free port each). Every node has one: readiness is read from its /readyz")
 	fs.Var(setFlags(c.sets), "set", "config key=value for every node (repeatable), as weir serve --set")
 	fs.DurationVar(&c.startTimeout, "start-timeout", 60*time.Second, "how long to wait for every node to start")
 	fs.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "how long to wait for the nodes after SIGTERM before SIGKILL")
@@ -161,7 +160,6 @@ func (c *devClusterConfig) nodeProps(i int) map[string]string {
 		"default.replication.factor":       rf,
 		"offsets.topic.replication.factor": rf,
 		"min.insync.replicas":              strconv.Itoa(min(2, c.n)),
-		"metrics.listener":                 "",
 	}
 	if c.metricsBasePort > 0 {
 		props["metrics.listener"] = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.metricsBasePort+i-1))
@@ -205,57 +203,63 @@ func devClusterCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	return runDevCluster(ctx, c, exe, stdout)
 }
 
-// devNode is one running child.
-type devNode struct {
-	id      int
-	cmd     *exec.Cmd
-	logFrom int64 // size of the log file before this run: older lines are not this run's
-	started bool
-	exited  chan struct{}
-	exitErr error
-}
-
-func (n *devNode) hasExited() bool {
-	select {
-	case <-n.exited:
-		return true
-	default:
-		return false
-	}
-}
-
+// runDevCluster starts the nodes with internal/testcluster (each node's output appended to its
+// weir.log; a node is started when its /readyz answers 200) and supervises them until ctx ends.
 func runDevCluster(ctx context.Context, c *devClusterConfig, exe string, stdout io.Writer) error {
 	abs, err := filepath.Abs(c.dir)
 	if err != nil {
 		return err
 	}
 	c.dir = abs
-	nodes := make([]*devNode, 0, c.n)
-	exits := make(chan *devNode, c.n) // every node, once it has exited
-	defer func() {
-		// Whatever happened, leave no child running.
-		stopDevNodes(nodes, c.stopTimeout, io.Discard)
-	}()
+	exits := make(chan *testcluster.Node, c.n) // every node, once it has exited (each exits once)
+	cl, err := testcluster.New(testcluster.Config{
+		Binary: exe, N: c.n, Dir: c.dir,
+		BasePort: c.basePort, ControllerBasePort: c.controllerBasePort, MetricsBasePort: c.metricsBasePort,
+		NodeProps:    func(n *testcluster.Node) map[string]string { return c.nodeProps(int(n.ID)) },
+		LogFile:      true,
+		SysProcAttr:  devSysProcAttr,
+		OnExit:       func(n *testcluster.Node) { exits <- n },
+		StartTimeout: c.startTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	// started: the node became ready and its exit is not reported yet. Only this goroutine
+	// reads or writes it.
+	started := make(map[int32]bool, c.n)
+	stop := func(out io.Writer) {
+		cl.StopAll(c.stopTimeout, func(n *testcluster.Node, killed bool) {
+			if killed {
+				fmt.Fprintf(out, "node %d (pid %d) still running after %v: SIGKILL\n", n.ID, n.Pid(), c.stopTimeout)
+			} else if started[n.ID] {
+				fmt.Fprintf(out, "node %d (pid %d) exited: %s\n", n.ID, n.Pid(), n.ExitString())
+			}
+			started[n.ID] = false
+		})
+	}
+	defer stop(io.Discard) // whatever happened, leave no child running
+
 	fmt.Fprintf(stdout, "weir dev-cluster: %d nodes, data in %s\n", c.n, c.dir)
-	for i := 1; i <= c.n; i++ {
-		n, err := startDevNode(c, exe, i, exits)
-		if err != nil {
-			stopDevNodes(nodes, c.stopTimeout, stdout)
+	for _, n := range cl.Nodes() {
+		if err := n.Spawn(); err != nil {
+			stop(stdout)
 			return err
 		}
-		nodes = append(nodes, n)
 		fmt.Fprintf(stdout, "  node %d: pid %d, broker %s, controller %s, log %s\n",
-			i, n.cmd.Process.Pid, c.brokerAddr(i), c.controllerAddr(i), c.logPath(i))
+			n.ID, n.Pid(), n.Addr(), n.ControllerAddr(), n.LogPath())
 	}
 	fmt.Fprintf(stdout, "bootstrap: %s\n", c.bootstrap())
 
-	if err := waitDevStarted(ctx, c, nodes, c.startTimeout); err != nil {
+	if err := cl.WaitReady(ctx, cl.Nodes()...); err != nil {
 		fmt.Fprintf(stdout, "stopping: %v\n", err)
-		stopDevNodes(nodes, c.stopTimeout, stdout)
+		stop(stdout)
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
+	}
+	for _, n := range cl.Nodes() {
+		started[n.ID] = true
 	}
 	fmt.Fprintf(stdout, "all %d nodes started; Ctrl-C stops them. Try:\n", c.n)
 	fmt.Fprintf(stdout, "  weir cluster info --bootstrap %s\n", c.bootstrap())
@@ -264,132 +268,25 @@ func runDevCluster(ctx context.Context, c *devClusterConfig, exe string, stdout 
 
 	// Run until told to stop; a node that exits (killed on purpose, say) is reported and the
 	// others keep running.
-	alive := len(nodes) // every one started, and each exit arrives on exits once
+	alive := c.n // every one started, and each exit arrives on exits once
 	for {
 		select {
 		case <-ctx.Done():
 			fmt.Fprintf(stdout, "stopping %d nodes (SIGTERM)\n", alive)
-			stopDevNodes(nodes, c.stopTimeout, stdout)
+			stop(stdout)
 			return nil
 		case n := <-exits:
-			if !n.started {
+			if !started[n.ID] {
 				continue
 			}
-			n.started = false // reported
+			started[n.ID] = false // reported
 			alive--
-			fmt.Fprintf(stdout, "node %d (pid %d) exited: %s; see %s\n", n.id, n.cmd.Process.Pid,
-				exitString(n.exitErr), c.logPath(n.id))
+			fmt.Fprintf(stdout, "node %d (pid %d) exited: %s; see %s\n", n.ID, n.Pid(), n.ExitString(), n.LogPath())
 			if alive == 0 {
 				return errors.New("every node has exited")
 			}
 		}
 	}
-}
-
-func startDevNode(c *devClusterConfig, exe string, i int, exits chan<- *devNode) (*devNode, error) {
-	if err := os.MkdirAll(c.nodeDir(i), 0o755); err != nil {
-		return nil, err
-	}
-	logf, err := os.OpenFile(c.logPath(i), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close() // the child has its own copy
-	st, err := logf.Stat()
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(logf, "--- weir dev-cluster: starting node %d at %s ---\n", i, time.Now().Format(time.RFC3339))
-	cmd := exec.Command(exe, c.nodeArgs(i)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = devSysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start node %d: %w", i, err)
-	}
-	n := &devNode{id: i, cmd: cmd, logFrom: st.Size(), exited: make(chan struct{})}
-	go func() {
-		n.exitErr = cmd.Wait()
-		close(n.exited)
-		exits <- n
-	}()
-	return n, nil
-}
-
-// waitDevStarted waits until every node has logged devStartedMarker.
-func waitDevStarted(ctx context.Context, c *devClusterConfig, nodes []*devNode, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		waiting := 0
-		for _, n := range nodes {
-			if n.started {
-				continue
-			}
-			logText := readLogFrom(c.logPath(n.id), n.logFrom)
-			if strings.Contains(logText, devStartedMarker) {
-				n.started = true
-				continue
-			}
-			if n.hasExited() {
-				return fmt.Errorf("node %d exited at start (%s); the end of %s:\n%s", n.id, exitString(n.exitErr),
-					c.logPath(n.id), lastLines(logText, 20))
-			}
-			waiting++
-		}
-		if waiting == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			var ids []string
-			for _, n := range nodes {
-				if !n.started {
-					ids = append(ids, strconv.Itoa(n.id))
-				}
-			}
-			return fmt.Errorf("node(s) %s did not start within %v; see their weir.log", strings.Join(ids, ","), within)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("interrupted while starting: %w", ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
-
-// stopDevNodes sends SIGTERM to every running node, waits up to timeout for them, then
-// SIGKILLs the rest.
-func stopDevNodes(nodes []*devNode, timeout time.Duration, out io.Writer) {
-	for _, n := range nodes {
-		if !n.hasExited() {
-			_ = n.cmd.Process.Signal(syscall.SIGCONT) // a SIGSTOPped node could not act on SIGTERM
-			_ = n.cmd.Process.Signal(syscall.SIGTERM)
-		}
-	}
-	deadline := time.After(timeout)
-	for _, n := range nodes {
-		select {
-		case <-n.exited:
-		case <-deadline:
-		}
-	}
-	for _, n := range nodes {
-		if !n.hasExited() {
-			fmt.Fprintf(out, "node %d (pid %d) still running after %v: SIGKILL\n", n.id, n.cmd.Process.Pid, timeout)
-			_ = n.cmd.Process.Kill()
-			<-n.exited
-		} else if n.started {
-			fmt.Fprintf(out, "node %d (pid %d) exited: %s\n", n.id, n.cmd.Process.Pid, exitString(n.exitErr))
-		}
-		n.started = false
-	}
-}
-
-func exitString(err error) string {
-	if err == nil {
-		return "exit status 0"
-	}
-	return err.Error()
 }
 
 // readLogFrom is the file's content from offset on ("" when it cannot be read).
@@ -407,10 +304,4 @@ func readLogFrom(path string, offset int64) string {
 	return b.String()
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func lastLines(s string, n int) string { return testcluster.LastLines(s, n) }

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,6 +82,7 @@ func TestDevClusterBadArgs(t *testing.T) {
 		{"--set", "listeners=PLAINTEXT://127.0.0.1:1"},
 		{"--set", "log.dirs=/tmp/x"},
 		{"--set", "controller.quorum.voters=1@127.0.0.1:1"},
+		{"--set", "metrics.listener=127.0.0.1:1"},
 		{"--set", "min.insync.replicas=two"},
 		{"--base-port", "9092", "--controller-base-port", "9094"},
 		{"--base-port", "65534"},
@@ -99,6 +102,48 @@ func fakeNode(t *testing.T, script string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// fakeNodeEnv makes the test binary stand in for `weir serve` (see TestMain): it prints its
+// arguments, serves /readyz (200) on its metrics.listener (node 1 after 0.5 s) and runs until a
+// signal ends it (SIGTERM's default action, as a shell script's sleep would).
+const fakeNodeEnv = "WEIR_TEST_FAKE_NODE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeNodeEnv) != "" {
+		runFakeNode(os.Args[1:])
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func runFakeNode(args []string) {
+	var metrics string
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "metrics.listener="); ok {
+			metrics = v
+		}
+	}
+	fmt.Println("weir broker started", strings.Join(args, " "))
+	if slices.Contains(args, "node.id=1") {
+		time.Sleep(500 * time.Millisecond)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	go func() { _ = http.ListenAndServe(metrics, mux) }()
+	time.Sleep(60 * time.Second)
+	os.Exit(4)
+}
+
+// readyFakeNode is the test binary as a fake node that becomes ready (fakeNodeEnv).
+func readyFakeNode(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(fakeNodeEnv, "1")
+	return exe
 }
 
 func fakeConfig(t *testing.T, n int) *devClusterConfig {
@@ -128,7 +173,7 @@ func TestDevClusterProcesses(t *testing.T) {
 	})
 	t.Run("start and stop", func(t *testing.T) {
 		c := fakeConfig(t, 3)
-		// A stale marker from an earlier run must not count as this run's start.
+		// A stale start line from an earlier run in the log changes nothing: readiness is /readyz.
 		if err := os.MkdirAll(c.nodeDir(1), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +185,7 @@ func TestDevClusterProcesses(t *testing.T) {
 		out := &lockedBuffer{}
 		done := make(chan error, 1)
 		go func() {
-			done <- runDevCluster(ctx, c, fakeNode(t, `case "$*" in *node.id=1*) sleep 0.5;; esac; echo "weir broker started $*"; exec sleep 30`), out)
+			done <- runDevCluster(ctx, c, readyFakeNode(t), out)
 		}()
 		waitOutput(t, out, "all 3 nodes started", 10*time.Second, done)
 		if log := readLogFrom(c.logPath(1), 0); !strings.Contains(log, "old run") || !strings.Contains(log, "node.id=1") {

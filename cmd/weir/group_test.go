@@ -9,35 +9,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/weir-mq/weir/broker"
 )
 
-// startGroupTestBroker is startTestBroker with no initial rebalance delay and short sessions.
-func startGroupTestBroker(t *testing.T) string {
-	t.Helper()
-	cfg, err := broker.NewConfig(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": t.TempDir(),
-		"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := broker.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = b.Shutdown(ctx)
-	})
-	return b.Addr()
-}
-
 func TestCLIGroup(t *testing.T) {
-	addr := startGroupTestBroker(t)
+	addr := startTestBroker(t, map[string]string{"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	run := func(args ...string) (string, error) {

@@ -91,7 +91,7 @@ commands:
   group    list, describe (members, lag), delete consumer groups, reset their offsets
   user     SCRAM users (SASL): weir user create NAME --password P; weir user delete NAME; weir user list
   acl      ACLs (authorizer on): weir acl add --allow --principal User:alice --operation READ --topic T [--prefixed]; weir acl list; weir acl remove --principal User:alice
-  bench    load generator: weir bench produce|e2e|consume [--workload 1topic-16part-1kb-50k] [--out DIR]; weir bench disk --dir D; weir bench report [--update docs/benchmarks.md] DIR...
+  bench    load generator: weir bench produce|e2e|consume [--workload 1topic-16part-1kb-50k] [--out DIR]; weir bench disk --dir D; weir bench report [--update docs/benchmarks.md] DIR...; weir bench cluster failover|catchup --dir D
   config   configuration reference: weir config docs (Markdown: every key, default, meaning; docs/configuration.md)
   hist     latency histograms: weir hist show x.hgrm; weir hist compare a.hgrm b.hgrm [--plot out.png|out.svg]
 

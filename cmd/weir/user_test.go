@@ -8,27 +8,13 @@ import (
 	"time"
 
 	"github.com/weir-mq/weir/broker"
+	"github.com/weir-mq/weir/internal/testcluster/inproc"
 )
 
 // TestCLIUser creates users through a PLAINTEXT listener (the documented bootstrap), lists
 // them, then manages them through the SASL listener authenticated as one of them, and deletes.
 func TestCLIUser(t *testing.T) {
-	cfg, err := broker.NewConfig(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "log.dirs": t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := broker.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = b.Shutdown(ctx)
-	})
+	b := inproc.Start(t, map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	run := func(args ...string) (string, error) {

@@ -1,30 +1,30 @@
-// Command clusterbench measures a 3-node weir cluster started as child processes of a built
-// weir binary, on 127.0.0.1 only (used by scripts/bench-cluster.sh):
+package main
+
+// weir bench cluster: failover and catch-up of a 3-node weir cluster started as child processes
+// (internal/testcluster: node i's data and weir.log in DIR/node-i, readiness from /readyz) on
+// 127.0.0.1 only; used by scripts/bench-cluster.sh.
 //
-//	clusterbench failover --weir BIN --dir DIR [--cycles 5] [--rate 2000]
+//	weir bench cluster failover --dir DIR [--cycles 5] [--rate 2000]
 //	    acks=all producer at a fixed rate on an RF=3 topic; SIGKILL the leader of partition 0 and
 //	    time the kill to the first acknowledgement of a partition-0 batch written by another
 //	    broker (franz-go's OnProduceBatchWritten hook names the broker that acknowledged it);
 //	    restart the killed broker, wait for the full ISR, repeat.
-//	clusterbench catchup --weir BIN --dir DIR [--bytes 1GiB]
+//	weir bench cluster catchup --dir DIR [--bytes 1GiB]
 //	    SIGTERM one broker of an RF=3 topic, produce --bytes while it is down, restart it and
 //	    time the restart to its return to the ISR of every partition.
 //
-// Both print a human summary and write result.json into --out. Every wait is bounded.
-package main
+// Both print a human summary and write result.json into --out. Every wait is bounded, and an
+// interrupt (SIGINT/SIGTERM of weir) SIGKILLs the brokers and ends the run.
 
 import (
-	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"net"
+	"io"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -36,172 +36,67 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weir-mq/weir/internal/testcluster"
 )
 
-type node struct {
-	id       int32
-	port     int
-	cport    int
-	dir      string
-	logPath  string
-	logStart int64
-	cmd      *exec.Cmd
-	exited   chan struct{}
-}
-
-type cluster struct {
-	bin    string
-	voters string
-	extra  []string
-	nodes  []*node
-}
-
-func newCluster(bin, dir string, basePort, n int, extra []string) *cluster {
-	c := &cluster{bin: bin, extra: extra}
-	var voters []string
-	for i := 1; i <= n; i++ {
-		nd := &node{id: int32(i), port: basePort + i - 1, cport: basePort + 100 + i - 1,
-			dir: filepath.Join(dir, fmt.Sprintf("node%d", i))}
-		nd.logPath = filepath.Join(dir, fmt.Sprintf("node%d.log", i))
-		c.nodes = append(c.nodes, nd)
-		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i, nd.cport))
+// benchClusterCmd runs `weir bench cluster failover|catchup ...`.
+func benchClusterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("bench cluster: want failover or catchup")
 	}
-	c.voters = strings.Join(voters, ",")
-	return c
-}
-
-func portFree(p int) bool {
-	conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p), 200*time.Millisecond)
-	if err != nil {
-		return true
+	switch args[0] {
+	case "failover":
+		return benchClusterFailover(ctx, args[1:], stdout, stderr)
+	case "catchup":
+		return benchClusterCatchup(ctx, args[1:], stdout, stderr)
 	}
-	conn.Close()
-	return false
+	return fmt.Errorf("bench cluster: unknown mode %q (want failover or catchup)", args[0])
 }
 
-func (c *cluster) spawn(nd *node) error {
-	for _, p := range []int{nd.port, nd.cport} {
-		if !portFree(p) {
-			return fmt.Errorf("127.0.0.1:%d is in use", p)
+// cluster lays out the 3-node cluster of a run (not started): ports from --port-base, data and
+// weir.log of node i in DIR/node-i, extra ("key=value") set on every node.
+func (cm *clusterBenchFlags) cluster(extra []string) (*testcluster.Cluster, error) {
+	bin := cm.bin
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find the weir binary: %w", err)
 		}
+		bin = exe
 	}
-	if err := os.MkdirAll(nd.dir, 0o755); err != nil {
-		return err
+	props := make(map[string]string, len(extra))
+	for _, kv := range extra {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("--set %q: want key=value", kv)
+		}
+		props[k] = v
 	}
-	f, err := os.OpenFile(nd.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	st, _ := f.Stat()
-	nd.logStart = st.Size()
-	args := []string{"serve",
-		"--set", "node.id=" + strconv.Itoa(int(nd.id)),
-		"--set", fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d", nd.port),
-		"--set", "log.dirs=" + nd.dir,
-		"--set", "controller.quorum.voters=" + c.voters,
-	}
-	for _, kv := range c.extra {
-		args = append(args, "--set", kv)
-	}
-	nd.cmd = exec.Command(c.bin, args...)
-	nd.cmd.Stdout, nd.cmd.Stderr = f, f
-	if err := nd.cmd.Start(); err != nil {
-		f.Close()
-		return err
-	}
-	nd.exited = make(chan struct{})
-	go func(cmd *exec.Cmd, ch chan struct{}) {
-		_ = cmd.Wait()
-		f.Close()
-		close(ch)
-	}(nd.cmd, nd.exited)
-	return nil
+	return testcluster.New(testcluster.Config{Binary: bin, N: 3, Dir: cm.dir, BasePort: cm.basePort,
+		ControllerBasePort: cm.basePort + 100, MetricsBasePort: cm.basePort + 200, Props: props,
+		LogFile: true, SysProcAttr: devSysProcAttr, StartTimeout: 120 * time.Second})
 }
 
-// waitStarted waits for the "weir broker started" line of nd's current run.
-func (c *cluster) waitStarted(nd *node, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		b, _ := os.ReadFile(nd.logPath)
-		if int64(len(b)) > nd.logStart && bytes.Contains(b[nd.logStart:], []byte("weir broker started")) {
-			return nil
-		}
-		select {
-		case <-nd.exited:
-			return fmt.Errorf("broker %d exited at start; see %s", nd.id, nd.logPath)
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("broker %d did not start within %v; see %s", nd.id, within, nd.logPath)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func (c *cluster) start() error {
-	for _, nd := range c.nodes {
-		if err := c.spawn(nd); err != nil {
-			return err
-		}
-	}
-	for _, nd := range c.nodes {
-		if err := c.waitStarted(nd, 90*time.Second); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (c *cluster) signal(nd *node, sig syscall.Signal, within time.Duration) error {
-	if nd.cmd == nil || nd.cmd.Process == nil {
-		return nil
-	}
-	_ = nd.cmd.Process.Signal(sig)
-	select {
-	case <-nd.exited:
-		return nil
-	case <-time.After(within):
-		_ = nd.cmd.Process.Kill()
-		<-nd.exited
-		return fmt.Errorf("broker %d did not exit within %v of %v; killed", nd.id, within, sig)
-	}
-}
-
-func (c *cluster) stopAll() {
-	for _, nd := range c.nodes {
-		if nd.cmd != nil && nd.exited != nil {
-			select {
-			case <-nd.exited:
-			default:
-				_ = c.signal(nd, syscall.SIGTERM, 20*time.Second)
-			}
-		}
-	}
-}
-
-func (c *cluster) byID(id int32) *node {
-	for _, nd := range c.nodes {
-		if nd.id == id {
-			return nd
-		}
-	}
-	return nil
-}
-
-func (c *cluster) seeds() []string {
-	var s []string
-	for _, nd := range c.nodes {
-		s = append(s, fmt.Sprintf("127.0.0.1:%d", nd.port))
-	}
-	return s
-}
-
-func (c *cluster) client(metaMinAge time.Duration, opts ...kgo.Opt) (*kgo.Client, error) {
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.MetadataMinAge(metaMinAge),
+func cbClient(c *testcluster.Cluster, metaMinAge time.Duration, opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...), kgo.MetadataMinAge(metaMinAge),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })}, opts...)...)
 }
 
-func partitions(adm *kadm.Client, topic string) (map[int32]kadm.PartitionDetail, error) {
+// cbSignal sends sig to nd and waits up to within for it to exit; past that it is SIGKILLed and
+// an error returned.
+func cbSignal(nd *testcluster.Node, sig syscall.Signal, within time.Duration) error {
+	if err := nd.Signal(sig); err != nil {
+		return err
+	}
+	if err := nd.WaitExit(within); err != nil {
+		_ = nd.Kill()
+		return fmt.Errorf("%w of %v; killed", err, sig)
+	}
+	return nil
+}
+
+func cbPartitions(adm *kadm.Client, topic string) (map[int32]kadm.PartitionDetail, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	md, err := adm.Metadata(ctx, topic)
@@ -215,12 +110,15 @@ func partitions(adm *kadm.Client, topic string) (map[int32]kadm.PartitionDetail,
 	return td.Partitions, nil
 }
 
-// waitISR waits until every partition has a leader and an ISR of size (and holds want, if >0).
-func waitISR(adm *kadm.Client, topic string, size int, want int32, within time.Duration, poll time.Duration) error {
+// cbWaitISR waits (bounded by within and ctx) until every partition has a leader and an ISR of size (and holds want, if >0).
+func cbWaitISR(ctx context.Context, adm *kadm.Client, topic string, size int, want int32, within time.Duration, poll time.Duration) error {
 	deadline := time.Now().Add(within)
 	last := ""
 	for time.Now().Before(deadline) {
-		ps, err := partitions(adm, topic)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("waiting for an ISR of %d on %s: %w", size, topic, err)
+		}
+		ps, err := cbPartitions(adm, topic)
 		ok := err == nil && len(ps) > 0
 		if err != nil {
 			last = err.Error()
@@ -240,7 +138,7 @@ func waitISR(adm *kadm.Client, topic string, size int, want int32, within time.D
 	return fmt.Errorf("ISR of %d on %s not reached within %v: %s", size, topic, within, last)
 }
 
-func createTopic(adm *kadm.Client, topic string, parts int32, rf int16, minISR string) error {
+func cbCreateTopic(adm *kadm.Client, topic string, parts int32, rf int16, minISR string) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -259,7 +157,7 @@ func createTopic(adm *kadm.Client, topic string, parts int32, rf int16, minISR s
 	}
 }
 
-type durStats struct {
+type cbDurStats struct {
 	N        int       `json:"n"`
 	MinMs    float64   `json:"min_ms"`
 	MedianMs float64   `json:"median_ms"`
@@ -267,12 +165,12 @@ type durStats struct {
 	AllMs    []float64 `json:"all_ms"`
 }
 
-func statsOf(ds []time.Duration) durStats {
+func cbStatsOf(ds []time.Duration) cbDurStats {
 	ms := make([]float64, len(ds))
 	for i, d := range ds {
 		ms[i] = float64(d.Microseconds()) / 1000
 	}
-	s := durStats{N: len(ms), AllMs: slices.Clone(ms)}
+	s := cbDurStats{N: len(ms), AllMs: slices.Clone(ms)}
 	if len(ms) == 0 {
 		return s
 	}
@@ -286,28 +184,28 @@ func statsOf(ds []time.Duration) durStats {
 	return s
 }
 
-// ackHook records, per partition-0 batch acknowledgement, which broker acknowledged it and when.
-type ackHook struct {
+// cbAckHook records, per partition-0 batch acknowledgement, which broker acknowledged it and when.
+type cbAckHook struct {
 	mu     sync.Mutex
-	events []ackEvent
+	events []cbAckEvent
 }
 
-type ackEvent struct {
+type cbAckEvent struct {
 	at   time.Time
 	node int32
 }
 
-func (h *ackHook) OnProduceBatchWritten(meta kgo.BrokerMetadata, _ string, partition int32, _ kgo.ProduceBatchMetrics) {
+func (h *cbAckHook) OnProduceBatchWritten(meta kgo.BrokerMetadata, _ string, partition int32, _ kgo.ProduceBatchMetrics) {
 	if partition != 0 {
 		return
 	}
 	h.mu.Lock()
-	h.events = append(h.events, ackEvent{time.Now(), meta.NodeID})
+	h.events = append(h.events, cbAckEvent{time.Now(), meta.NodeID})
 	h.mu.Unlock()
 }
 
 // firstAckAfter returns the first partition-0 acknowledgement after t by a broker other than old.
-func (h *ackHook) firstAckAfter(t time.Time, old int32) (ackEvent, bool) {
+func (h *cbAckHook) firstAckAfter(t time.Time, old int32) (cbAckEvent, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, e := range h.events {
@@ -315,10 +213,10 @@ func (h *ackHook) firstAckAfter(t time.Time, old int32) (ackEvent, bool) {
 			return e, true
 		}
 	}
-	return ackEvent{}, false
+	return cbAckEvent{}, false
 }
 
-type common struct {
+type clusterBenchFlags struct {
 	bin, dir, out string
 	basePort      int
 	extra         stringList
@@ -326,22 +224,17 @@ type common struct {
 	timeout       time.Duration
 }
 
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
-func (cm *common) register(fs *flag.FlagSet) {
-	fs.StringVar(&cm.bin, "weir", "bin/weir", "weir binary")
+func (cm *clusterBenchFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&cm.bin, "weir", "", "weir binary the brokers run (default: this weir binary)")
 	fs.StringVar(&cm.dir, "dir", "", "data directory for the brokers (required)")
 	fs.StringVar(&cm.out, "out", "", "directory for result.json (default: --dir)")
-	fs.IntVar(&cm.basePort, "port-base", 29192, "client ports base..base+2, controller ports base+100..base+102")
+	fs.IntVar(&cm.basePort, "port-base", 29192, "client ports base..base+2, controller ports base+100..base+102, admin (/readyz) ports base+200..base+202")
 	fs.Var(&cm.extra, "set", "extra broker setting key=value (repeatable)")
 	fs.DurationVar(&cm.metaMinAge, "metadata-min-age", 100*time.Millisecond, "franz-go MetadataMinAge of the clients")
 	fs.DurationVar(&cm.timeout, "timeout", 10*time.Minute, "bound of the whole measurement")
 }
 
-func writeResult(dir string, v any) error {
+func cbWriteResult(dir string, v any) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -349,19 +242,26 @@ func writeResult(dir string, v any) error {
 	return os.WriteFile(filepath.Join(dir, "result.json"), append(b, '\n'), 0o644)
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "clusterbench: %s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+// cbLogger returns a progress logger writing timestamped lines to w.
+func cbLogger(w io.Writer) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		fmt.Fprintf(w, "weir bench cluster: %s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+	}
 }
 
-func failover(args []string) error {
-	fs := flag.NewFlagSet("failover", flag.ExitOnError)
-	var cm common
+func benchClusterFailover(parent context.Context, args []string, stdout, stderr io.Writer) error {
+	logf := cbLogger(stderr)
+	fs := flag.NewFlagSet("bench cluster failover", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cm clusterBenchFlags
 	cm.register(fs)
 	cycles := fs.Int("cycles", 5, "leader kills")
 	rate := fs.Float64("rate", 2000, "records/s over all partitions")
 	parts := fs.Int("partitions", 3, "partitions of the topic")
 	size := fs.Int("message-size", 1024, "bytes per record")
-	_ = fs.Parse(args)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	if cm.dir == "" {
 		return errors.New("--dir is required")
 	}
@@ -369,28 +269,35 @@ func failover(args []string) error {
 		cm.out = cm.dir
 	}
 	extra := append([]string{"min.insync.replicas=2", "default.replication.factor=3", "offsets.topic.replication.factor=3"}, cm.extra...)
-	c := newCluster(cm.bin, cm.dir, cm.basePort, 3, extra)
-	defer c.stopAll()
-	stopOnSignal(c)
-	if err := c.start(); err != nil {
+	c, err := cm.cluster(extra)
+	if err != nil {
 		return err
 	}
-	logf("cluster up: %s", strings.Join(c.seeds(), ","))
-	admCl, err := c.client(cm.metaMinAge)
+	defer c.StopAll(20*time.Second, nil)
+	stopOnSignal := context.AfterFunc(parent, func() {
+		logf("interrupted: stopping the brokers")
+		c.Close()
+	})
+	defer stopOnSignal()
+	if err := c.Start(parent); err != nil {
+		return err
+	}
+	logf("cluster up: %s", strings.Join(c.Bootstrap(), ","))
+	admCl, err := cbClient(c, cm.metaMinAge)
 	if err != nil {
 		return err
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
 	const topic = "failover"
-	if err := createTopic(adm, topic, int32(*parts), 3, "2"); err != nil {
+	if err := cbCreateTopic(adm, topic, int32(*parts), 3, "2"); err != nil {
 		return err
 	}
-	if err := waitISR(adm, topic, 3, 0, 60*time.Second, 100*time.Millisecond); err != nil {
+	if err := cbWaitISR(parent, adm, topic, 3, 0, 60*time.Second, 100*time.Millisecond); err != nil {
 		return err
 	}
-	hook := &ackHook{}
-	prod, err := c.client(cm.metaMinAge, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic),
+	hook := &cbAckHook{}
+	prod, err := cbClient(c, cm.metaMinAge, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond),
 		kgo.RecordDeliveryTimeout(60*time.Second), kgo.RecordRetries(1<<30), kgo.WithHooks(hook),
 		kgo.ProducerBatchCompression(kgo.NoCompression()))
@@ -400,7 +307,7 @@ func failover(args []string) error {
 	defer prod.Close()
 	var acked, failed atomic.Int64
 	var firstErr atomic.Value
-	ctx, cancel := context.WithTimeout(context.Background(), cm.timeout)
+	ctx, cancel := context.WithTimeout(parent, cm.timeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -442,17 +349,17 @@ func failover(args []string) error {
 	}
 	var results []cycleResult
 	for cycle := 1; cycle <= *cycles; cycle++ {
-		ps, err := partitions(adm, topic)
+		ps, err := cbPartitions(adm, topic)
 		if err != nil {
 			return err
 		}
 		leader := ps[0].Leader
-		nd := c.byID(leader)
+		nd := c.Node(leader)
 		if nd == nil {
 			return fmt.Errorf("cycle %d: partition 0 has leader %d", cycle, leader)
 		}
 		killed := time.Now()
-		if err := c.signal(nd, syscall.SIGKILL, 10*time.Second); err != nil {
+		if err := cbSignal(nd, syscall.SIGKILL, 10*time.Second); err != nil {
 			return err
 		}
 		// Also when the metadata first names another leader of partition 0 (polled every 25 ms),
@@ -460,7 +367,7 @@ func failover(args []string) error {
 		elected := make(chan time.Duration, 1)
 		go func() {
 			for time.Since(killed) < 60*time.Second {
-				if ps, err := partitions(adm, topic); err == nil && ps[0].Leader >= 0 && ps[0].Leader != leader {
+				if ps, err := cbPartitions(adm, topic); err == nil && ps[0].Leader >= 0 && ps[0].Leader != leader {
 					elected <- time.Since(killed)
 					return
 				}
@@ -468,7 +375,7 @@ func failover(args []string) error {
 			}
 			elected <- -1
 		}()
-		var ev ackEvent
+		var ev cbAckEvent
 		for {
 			var ok bool
 			if ev, ok = hook.firstAckAfter(killed, leader); ok {
@@ -486,13 +393,10 @@ func failover(args []string) error {
 		logf("cycle %d: killed leader %d of partition 0; new leader in metadata after %v, first ack by broker %d after %v",
 			cycle, leader, el.Round(time.Millisecond), ev.node, fo.Round(time.Millisecond))
 		restarted := time.Now()
-		if err := c.spawn(nd); err != nil {
+		if err := nd.Restart(parent); err != nil {
 			return err
 		}
-		if err := c.waitStarted(nd, 90*time.Second); err != nil {
-			return err
-		}
-		if err := waitISR(adm, topic, 3, 0, 120*time.Second, 100*time.Millisecond); err != nil {
+		if err := cbWaitISR(parent, adm, topic, 3, 0, 120*time.Second, 100*time.Millisecond); err != nil {
 			return fmt.Errorf("cycle %d: %w", cycle, err)
 		}
 		rejoin := time.Since(restarted)
@@ -506,12 +410,12 @@ func failover(args []string) error {
 	fctx, fcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	_ = prod.Flush(fctx)
 	fcancel()
-	st := statsOf(fos)
+	st := cbStatsOf(fos)
 	res := map[string]any{
 		"what":                   "SIGKILL of partition 0's leader -> first acks=all acknowledgement of a partition-0 batch by another broker",
 		"cycles":                 results,
 		"failover":               st,
-		"new_leader_in_metadata": statsOf(els),
+		"new_leader_in_metadata": cbStatsOf(els),
 		"rate_msgs_per_s":        *rate,
 		"partitions":             *parts,
 		"message_size":           *size,
@@ -521,19 +425,19 @@ func failover(args []string) error {
 		"first_error":            firstErr.Load(),
 		"broker_settings":        extra,
 	}
-	fmt.Printf("failover over %d kills: min %.0f ms, median %.0f ms, max %.0f ms (all: %v); %d acked, %d failed\n",
+	fmt.Fprintf(stdout, "failover over %d kills: min %.0f ms, median %.0f ms, max %.0f ms (all: %v); %d acked, %d failed\n",
 		st.N, st.MinMs, st.MedianMs, st.MaxMs, st.AllMs, acked.Load(), failed.Load())
-	es := statsOf(els)
-	fmt.Printf("  new leader of partition 0 in the metadata (polled every 25 ms) after: min %.0f ms, median %.0f ms, max %.0f ms\n",
+	es := cbStatsOf(els)
+	fmt.Fprintf(stdout, "  new leader of partition 0 in the metadata (polled every 25 ms) after: min %.0f ms, median %.0f ms, max %.0f ms\n",
 		es.MinMs, es.MedianMs, es.MaxMs)
 	if e := firstErr.Load(); e != nil {
-		fmt.Printf("first failed send: %v\n", e)
+		fmt.Fprintf(stdout, "first failed send: %v\n", e)
 	}
-	return writeResult(cm.out, res)
+	return cbWriteResult(cm.out, res)
 }
 
-// logBytes sums the sizes of the topic's .log segment files under a node's log dir.
-func logBytes(dir, topic string) int64 {
+// cbLogBytes sums the sizes of the topic's .log segment files under a node's log dir.
+func cbLogBytes(dir, topic string) int64 {
 	var n int64
 	files, _ := filepath.Glob(filepath.Join(dir, topic+"-*", "*.log"))
 	for _, f := range files {
@@ -544,7 +448,7 @@ func logBytes(dir, topic string) int64 {
 	return n
 }
 
-func parseBytes(s string) (int64, error) {
+func cbParseBytes(s string) (int64, error) {
 	s = strings.TrimSpace(strings.ToUpper(s))
 	mult := int64(1)
 	for _, u := range []struct {
@@ -560,63 +464,74 @@ func parseBytes(s string) (int64, error) {
 	return v * mult, err
 }
 
-func catchup(args []string) error {
-	fs := flag.NewFlagSet("catchup", flag.ExitOnError)
-	var cm common
+func benchClusterCatchup(parent context.Context, args []string, stdout, stderr io.Writer) error {
+	logf := cbLogger(stderr)
+	fs := flag.NewFlagSet("bench cluster catchup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cm clusterBenchFlags
 	cm.register(fs)
 	bytesFlag := fs.String("bytes", "1GiB", "bytes of record values to produce while the follower is down")
 	parts := fs.Int("partitions", 16, "partitions of the topic")
 	size := fs.Int("message-size", 1024, "bytes per record")
 	acks := fs.String("acks", "1", "acks of the producer while the follower is down: 1 or all")
-	_ = fs.Parse(args)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	if cm.dir == "" {
 		return errors.New("--dir is required")
 	}
 	if cm.out == "" {
 		cm.out = cm.dir
 	}
-	total, err := parseBytes(*bytesFlag)
+	total, err := cbParseBytes(*bytesFlag)
 	if err != nil {
 		return fmt.Errorf("--bytes: %w", err)
 	}
 	extra := append([]string{"min.insync.replicas=2", "default.replication.factor=3", "offsets.topic.replication.factor=3"}, cm.extra...)
-	c := newCluster(cm.bin, cm.dir, cm.basePort, 3, extra)
-	defer c.stopAll()
-	stopOnSignal(c)
-	if err := c.start(); err != nil {
+	c, err := cm.cluster(extra)
+	if err != nil {
 		return err
 	}
-	logf("cluster up: %s", strings.Join(c.seeds(), ","))
-	admCl, err := c.client(cm.metaMinAge)
+	defer c.StopAll(20*time.Second, nil)
+	stopOnSignal := context.AfterFunc(parent, func() {
+		logf("interrupted: stopping the brokers")
+		c.Close()
+	})
+	defer stopOnSignal()
+	if err := c.Start(parent); err != nil {
+		return err
+	}
+	logf("cluster up: %s", strings.Join(c.Bootstrap(), ","))
+	admCl, err := cbClient(c, cm.metaMinAge)
 	if err != nil {
 		return err
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
 	const topic = "catchup"
-	if err := createTopic(adm, topic, int32(*parts), 3, "2"); err != nil {
+	if err := cbCreateTopic(adm, topic, int32(*parts), 3, "2"); err != nil {
 		return err
 	}
-	if err := waitISR(adm, topic, 3, 0, 60*time.Second, 100*time.Millisecond); err != nil {
+	if err := cbWaitISR(parent, adm, topic, 3, 0, 60*time.Second, 100*time.Millisecond); err != nil {
 		return err
 	}
 	// The follower: a broker that does not lead partition 0 (all are replicas of every partition).
-	ps, err := partitions(adm, topic)
+	ps, err := cbPartitions(adm, topic)
 	if err != nil {
 		return err
 	}
-	var victim *node
-	for _, nd := range c.nodes {
-		if nd.id != ps[0].Leader {
+	var victim *testcluster.Node
+	for _, nd := range c.Nodes() {
+		if nd.ID != ps[0].Leader {
 			victim = nd
 		}
 	}
 	t0 := time.Now()
-	if err := c.signal(victim, syscall.SIGTERM, 60*time.Second); err != nil {
+	if err := cbSignal(victim, syscall.SIGTERM, 60*time.Second); err != nil {
 		return err
 	}
-	logf("broker %d stopped (SIGTERM) in %v", victim.id, time.Since(t0).Round(time.Millisecond))
-	if err := waitISR(adm, topic, 2, 0, 60*time.Second, 100*time.Millisecond); err != nil {
+	logf("broker %d stopped (SIGTERM) in %v", victim.ID, time.Since(t0).Round(time.Millisecond))
+	if err := cbWaitISR(parent, adm, topic, 2, 0, 60*time.Second, 100*time.Millisecond); err != nil {
 		return err
 	}
 	popts := []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic),
@@ -626,11 +541,11 @@ func catchup(args []string) error {
 	if *acks != "all" { // acks=1 needs the idempotent producer off
 		popts = append(popts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
 	}
-	prod, err := c.client(cm.metaMinAge, popts...)
+	prod, err := cbClient(c, cm.metaMinAge, popts...)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cm.timeout)
+	ctx, cancel := context.WithTimeout(parent, cm.timeout)
 	defer cancel()
 	n := total / int64(*size)
 	// Incompressible values: a random pool, each record a window into it.
@@ -658,56 +573,53 @@ func catchup(args []string) error {
 		return fmt.Errorf("%d of %d records failed: %v", f, n, firstErr.Load())
 	}
 	logf("produced %d records (%d MiB of values) in %v: %.0f MB/s with acks=%s and broker %d down",
-		n, n*int64(*size)>>20, prodTime.Round(time.Millisecond), float64(n*int64(*size))/prodTime.Seconds()/1e6, *acks, victim.id)
+		n, n*int64(*size)>>20, prodTime.Round(time.Millisecond), float64(n*int64(*size))/prodTime.Seconds()/1e6, *acks, victim.ID)
 	// Let the live replicas converge (the follower of the pair fetches the tail) before sizing.
-	if err := waitISR(adm, topic, 2, 0, 60*time.Second, 100*time.Millisecond); err != nil {
+	if err := cbWaitISR(parent, adm, topic, 2, 0, 60*time.Second, 100*time.Millisecond); err != nil {
 		return err
 	}
 	time.Sleep(time.Second)
 	// Behind: the largest live replica's segment bytes minus the stopped broker's own.
 	var liveBytes int64
-	for _, nd := range c.nodes {
+	for _, nd := range c.Nodes() {
 		if nd != victim {
-			liveBytes = max(liveBytes, logBytes(nd.dir, topic))
+			liveBytes = max(liveBytes, cbLogBytes(nd.Dir, topic))
 		}
 	}
-	behind := liveBytes - logBytes(victim.dir, topic)
-	logf("broker %d is %d MiB behind (segment bytes of the live replicas minus its own)", victim.id, behind>>20)
+	behind := liveBytes - cbLogBytes(victim.Dir, topic)
+	logf("broker %d is %d MiB behind (segment bytes of the live replicas minus its own)", victim.ID, behind>>20)
 	// The stopped broker must be out of the ISR, else its return would be instantaneous.
 	outOfISR := 0
-	if ps, err := partitions(adm, topic); err == nil {
+	if ps, err := cbPartitions(adm, topic); err == nil {
 		for _, p := range ps {
-			if !slices.Contains(p.ISR, victim.id) {
+			if !slices.Contains(p.ISR, victim.ID) {
 				outOfISR++
 			}
 		}
 	}
-	logf("broker %d is out of the ISR of %d of %d partitions before its restart", victim.id, outOfISR, *parts)
+	logf("broker %d is out of the ISR of %d of %d partitions before its restart", victim.ID, outOfISR, *parts)
 	if outOfISR != *parts {
-		return fmt.Errorf("broker %d is still in the ISR of %d partitions while down", victim.id, *parts-outOfISR)
+		return fmt.Errorf("broker %d is still in the ISR of %d partitions while down", victim.ID, *parts-outOfISR)
 	}
 	tr := time.Now()
-	if err := c.spawn(victim); err != nil {
-		return err
-	}
-	if err := c.waitStarted(victim, 120*time.Second); err != nil {
+	if err := victim.Restart(parent); err != nil {
 		return err
 	}
 	started := time.Since(tr)
-	if err := waitISR(adm, topic, 3, victim.id, cm.timeout, 20*time.Millisecond); err != nil {
+	if err := cbWaitISR(parent, adm, topic, 3, victim.ID, cm.timeout, 20*time.Millisecond); err != nil {
 		return err
 	}
 	back := time.Since(tr)
-	caughtUp := logBytes(victim.dir, topic) - (liveBytes - behind)
-	logf("broker %d wrote %d MiB of the %d MiB it was behind by its return to every ISR", victim.id, caughtUp>>20, behind>>20)
+	caughtUp := cbLogBytes(victim.Dir, topic) - (liveBytes - behind)
+	logf("broker %d wrote %d MiB of the %d MiB it was behind by its return to every ISR", victim.ID, caughtUp>>20, behind>>20)
 	mbs := float64(behind) / back.Seconds() / 1e6
 	mbsRepl := float64(behind) / (back - started).Seconds() / 1e6
-	logf("broker %d: started after %v, back in the ISR of all %d partitions after %v", victim.id, started.Round(time.Millisecond), *parts, back.Round(time.Millisecond))
-	fmt.Printf("catch-up of %d MiB: restart -> 'weir broker started' %.2f s, -> back in every ISR %.2f s: %.0f MB/s (%.0f MB/s counting from the start line); produce while down %.0f MB/s (acks=%s)\n",
+	logf("broker %d: started after %v, back in the ISR of all %d partitions after %v", victim.ID, started.Round(time.Millisecond), *parts, back.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "catch-up of %d MiB: restart -> ready (/readyz) %.2f s, -> back in every ISR %.2f s: %.0f MB/s (%.0f MB/s counting from ready); produce while down %.0f MB/s (acks=%s)\n",
 		behind>>20, started.Seconds(), back.Seconds(), mbs, mbsRepl, float64(n*int64(*size))/prodTime.Seconds()/1e6, *acks)
-	return writeResult(cm.out, map[string]any{
+	return cbWriteResult(cm.out, map[string]any{
 		"what":                     "SIGTERM a follower, produce while it is down, restart it: time to its return to the ISR of every partition",
-		"follower":                 victim.id,
+		"follower":                 victim.ID,
 		"partitions":               *parts,
 		"message_size":             *size,
 		"records":                  n,
@@ -724,40 +636,4 @@ func catchup(args []string) error {
 		"catchup_mb_per_s_started": mbsRepl,
 		"broker_settings":          extra,
 	})
-}
-
-// stopOnSignal stops the brokers when the tool is interrupted.
-func stopOnSignal(c *cluster) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		s := <-ch
-		logf("%v: stopping the brokers", s)
-		for _, nd := range c.nodes {
-			if nd.cmd != nil && nd.cmd.Process != nil {
-				_ = nd.cmd.Process.Kill()
-			}
-		}
-		os.Exit(130)
-	}()
-}
-
-func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: clusterbench failover|catchup --weir BIN --dir DIR [flags]")
-		os.Exit(2)
-	}
-	var err error
-	switch os.Args[1] {
-	case "failover":
-		err = failover(os.Args[2:])
-	case "catchup":
-		err = catchup(os.Args[2:])
-	default:
-		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "clusterbench:", err)
-		os.Exit(1)
-	}
 }
