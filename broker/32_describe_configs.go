@@ -18,6 +18,7 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -192,31 +193,55 @@ type configLayer struct {
 	source kmsg.ConfigSource
 }
 
-// brokerLayers returns a broker key's value in each source that sets it, most specific first:
-// dynamic, static (server.properties and --set), then the default when it has a value.
+// synonymGroup is a broker key's synonyms in precedence order, the key's primary first
+// (log.retention.ms, log.retention.minutes, log.retention.hours), and the key's place in it.
+func synonymGroup(key string) ([]string, int) {
+	primary := key
+	if d, ok := brokerDefByName[key]; ok && d.SynonymOf != "" {
+		primary = d.SynonymOf
+	}
+	group := []string{primary}
+	for _, syn := range synonymsOf[primary] {
+		group = append(group, syn.Name)
+	}
+	return group, max(0, slices.Index(group, key))
+}
+
+// brokerLayers returns a broker key's synonyms as Kafka's DescribeConfigs lists them: every
+// source that sets the key or one of its synonyms, source by source from the most specific
+// (dynamic, then static: server.properties and --set, then the defaults that have a value), and
+// within a source in the synonyms' precedence order. weir has no cluster-wide dynamic default
+// (DYNAMIC_DEFAULT_BROKER_CONFIG). Describing a synonym (log.retention.hours) leaves out the
+// keys that take precedence over it, as Kafka does.
 func (c *Config) brokerLayers(key string) []configLayer {
+	group, from := synonymGroup(key)
+	group = group[from:]
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var out []configLayer
-	if v, ok := c.dynamic[key]; ok {
-		out = append(out, configLayer{key, v, kmsg.ConfigSourceDynamicBrokerConfig})
-	}
-	if v, ok := c.static[key]; ok {
-		out = append(out, configLayer{key, v, kmsg.ConfigSourceStaticBrokerConfig})
-	}
-	for _, syn := range timeSynonyms[key] { // Kafka lists them as synonyms under their own names
-		if v, ok := c.static[syn.key]; ok {
-			out = append(out, configLayer{syn.key, v, kmsg.ConfigSourceStaticBrokerConfig})
+	for _, k := range group {
+		if v, ok := c.dynamic[k]; ok {
+			out = append(out, configLayer{k, v, kmsg.ConfigSourceDynamicBrokerConfig})
 		}
 	}
-	if d, ok := brokerDefByName[key]; ok && d.Default != "" {
-		out = append(out, configLayer{key, d.Default, kmsg.ConfigSourceDefaultConfig})
+	for _, k := range group {
+		if v, ok := c.static[k]; ok {
+			out = append(out, configLayer{k, v, kmsg.ConfigSourceStaticBrokerConfig})
+		}
+	}
+	for _, k := range group {
+		if d, ok := brokerDefByName[k]; ok && d.Default != "" {
+			out = append(out, configLayer{k, d.Default, kmsg.ConfigSourceDefaultConfig})
+		}
 	}
 	return out
 }
 
-// topicLayers returns a topic key's value in each source: the topic's override, then the
-// layers of the broker key behind it, or the topic key's own default.
+// topicLayers returns a topic key's synonyms: the topic's override (DYNAMIC_TOPIC_CONFIG), then
+// the layers of the broker key behind it and of that key's synonyms. A topic-only key has no
+// broker synonyms, so unset it lists none (Kafka's DescribeConfigs does the same). Kafka drops
+// every layer before the first one named like the broker key, which hides a static
+// log.retention.hours when log.retention.ms is not set; weir lists it.
 func (c *Config) topicLayers(overrides map[string]string, key string) []configLayer {
 	d, ok := topicDefs[key]
 	if !ok {
@@ -227,7 +252,7 @@ func (c *Config) topicLayers(overrides map[string]string, key string) []configLa
 		out = append(out, configLayer{key, v, kmsg.ConfigSourceDynamicTopicConfig})
 	}
 	if d.Topic != "" {
-		return append(out, c.brokerLayers(d.Topic)...)
+		out = append(out, c.brokerLayers(d.Topic)...)
 	}
-	return append(out, configLayer{key, d.Default, kmsg.ConfigSourceDefaultConfig})
+	return out
 }

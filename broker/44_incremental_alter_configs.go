@@ -180,7 +180,8 @@ func (b *Broker) alterBrokerConfigsLocked(changes []configChange, replace, valid
 	b.cfg.mu.RLock()
 	current := maps.Clone(b.cfg.dynamic)
 	b.cfg.mu.RUnlock()
-	next, err := applyConfigChanges(current, changes, replace, lookup, b.cfg.str)
+	effective := func(k string) string { v, _ := b.cfg.Get(k); return v }
+	next, err := applyConfigChanges(current, changes, replace, lookup, effective)
 	if err != nil || validateOnly {
 		return err
 	}
@@ -294,7 +295,7 @@ func (b *Broker) alterResource(dup bool, typ kmsg.ConfigResourceType, name strin
 // internal topics; every other config (segment.bytes, min.insync.replicas, ...) is accepted
 // here as there.
 func (b *Broker) checkInternalTopicConfigs(name string, configs map[string]string) error {
-	if v, _, _ := b.cfg.TopicConfigValue(configs, "cleanup.policy"); v != "compact" {
+	if v := keyCleanupPolicy.Topic(b.cfg, configs); v != "compact" {
 		return fmt.Errorf("cleanup.policy of internal topic %s must stay compact (would be %q): %w", name, v, kerr.InvalidConfig)
 	}
 	return nil
