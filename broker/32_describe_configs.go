@@ -193,9 +193,9 @@ type configLayer struct {
 	source kmsg.ConfigSource
 }
 
-// synonymGroup is a broker key's synonyms in precedence order, the key's primary first
-// (log.retention.ms, log.retention.minutes, log.retention.hours), and the key's place in it.
-func synonymGroup(key string) ([]string, int) {
+// synonymGroup is a broker key's synonyms in precedence order, the primary key first
+// (log.retention.ms, log.retention.minutes, log.retention.hours).
+func synonymGroup(key string) []string {
 	primary := key
 	if d, ok := brokerDefByName[key]; ok && d.SynonymOf != "" {
 		primary = d.SynonymOf
@@ -204,18 +204,19 @@ func synonymGroup(key string) ([]string, int) {
 	for _, syn := range synonymsOf[primary] {
 		group = append(group, syn.Name)
 	}
-	return group, max(0, slices.Index(group, key))
+	return group
 }
 
 // brokerLayers returns a broker key's synonyms as Kafka's DescribeConfigs lists them: every
 // source that sets the key or one of its synonyms, source by source from the most specific
 // (dynamic, then static: server.properties and --set, then the defaults that have a value), and
 // within a source in the synonyms' precedence order. weir has no cluster-wide dynamic default
-// (DYNAMIC_DEFAULT_BROKER_CONFIG). Describing a synonym (log.retention.hours) leaves out the
-// keys that take precedence over it, as Kafka does.
+// (DYNAMIC_DEFAULT_BROKER_CONFIG). Describing a synonym (log.retention.hours) drops the entries
+// before its own first one, as Kafka does; describing the primary key (log.retention.ms) keeps
+// them all, where Kafka would also drop the ones before log.retention.ms's first entry and so
+// hide a static log.retention.hours that gives the value.
 func (c *Config) brokerLayers(key string) []configLayer {
-	group, from := synonymGroup(key)
-	group = group[from:]
+	group := synonymGroup(key)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var out []configLayer
@@ -233,6 +234,13 @@ func (c *Config) brokerLayers(key string) []configLayer {
 		if d, ok := brokerDefByName[k]; ok && d.Default != "" {
 			out = append(out, configLayer{k, d.Default, kmsg.ConfigSourceDefaultConfig})
 		}
+	}
+	if key != group[0] {
+		i := slices.IndexFunc(out, func(l configLayer) bool { return l.name == key })
+		if i < 0 {
+			return nil
+		}
+		out = out[i:]
 	}
 	return out
 }

@@ -688,7 +688,7 @@ func TestAdminBrokerConfigs(t *testing.T) {
 	// The topic-level key follows the broker key behind it.
 	admWantConfig(t, admConfigOf(t, admDescribeTopicConfigs(t, adm, "bc"), "max.message.bytes"), "2000000", kmsg.ConfigSourceDynamicBrokerConfig)
 
-	admWantErr(t, "read-only broker key", alterBroker(kadm.AlterConfig{Op: kadm.SetConfig, Name: "log.dirs", Value: admStr("/tmp/x")}), kerr.InvalidConfig)
+	admWantErr(t, "read-only broker key", alterBroker(kadm.AlterConfig{Op: kadm.SetConfig, Name: "log.dirs", Value: admStr("/tmp/x")}), kerr.InvalidRequest) // Kafka: INVALID_REQUEST (KAFKA-13609)
 	admWantErr(t, "unknown broker key", alterBroker(kadm.AlterConfig{Op: kadm.SetConfig, Name: "no.such.key", Value: admStr("1")}), kerr.InvalidConfig)
 	if err := alterBroker(kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "message.max.bytes"}); err != nil {
 		t.Fatal(err)

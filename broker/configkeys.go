@@ -168,7 +168,7 @@ var (
 	keyLogFlushOffsetCheckpointInterval = msKey("log.flush.offset.checkpoint.interval.ms")
 	keyOffsetsTopicNumPartitions        = intKey("offsets.topic.num.partitions")
 	keyOffsetsTopicReplicationFactor    = intKey("offsets.topic.replication.factor")
-	keyOffsetsTopicSegmentBytes         = stringKey("offsets.topic.segment.bytes")
+	keyOffsetsTopicSegmentBytes         = intKey("offsets.topic.segment.bytes")
 	keyOffsetsRetention                 = durationKey("offsets.retention.minutes", time.Minute)
 	keyOffsetsRetentionCheckInterval    = msKey("offsets.retention.check.interval.ms")
 	keyOffsetMetadataMaxBytes           = intKey("offset.metadata.max.bytes")

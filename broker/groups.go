@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,7 +102,7 @@ func (b *Broker) ensureOffsetsTopic() (Topic, error) {
 		"cleanup.policy": "compact",
 		// Compaction, not time, bounds this topic: keep every segment until the cleaner runs.
 		"retention.ms":  "-1",
-		"segment.bytes": keyOffsetsTopicSegmentBytes.Get(b.cfg),
+		"segment.bytes": strconv.Itoa(keyOffsetsTopicSegmentBytes.Get(b.cfg)),
 	}, nil)
 	if errors.Is(err, kerr.TopicAlreadyExists) {
 		if t, ok := b.topics.get(offsetsTopic); ok {
