@@ -14,7 +14,12 @@ package broker
 // is sensitive (a PASSWORD key would be, with a null value). Synonyms (v1+, only with include_synonyms) list the value in
 // every source from the most specific down, as Kafka does: the topic override, then the broker
 // key's dynamic, static and default values. Documentation (v3+) only with
-// include_documentation. A key with no value (an empty default) has a null value.
+// include_documentation. A key with no value (an empty default) has a null value. Where Kafka
+// 4.4 differs, weir chose to be informative: a broker key with no value of its own
+// (log.retention.ms) is described with its effective value and that value's source (Kafka says
+// null, DEFAULT_CONFIG), and its synonyms keep the layers of lower-precedence synonyms that give
+// the value (Kafka's list drops everything before the key's own first entry, so a topic's
+// retention.ms with only log.retention.hours=24 set lists no synonyms there).
 
 import (
 	"fmt"
@@ -86,7 +91,13 @@ func (b *Broker) describeTopicConfigs(name string, keys []string, opts describeO
 		return nil, fmt.Errorf("topic %s: %w", name, kerr.UnknownTopicOrPartition)
 	}
 	var out []kmsg.DescribeConfigsResponseResourceConfig
-	for _, k := range selectConfigKeys(keys, TopicConfigKeys(), func(k string) bool { _, ok := topicDefs[k]; return ok }) {
+	all := TopicConfigKeys()
+	for k := range t.Configs { // an internal key is listed when the topic sets it, as in Kafka
+		if d, ok := topicDefs[k]; ok && d.Internal {
+			all = append(all, k)
+		}
+	}
+	for _, k := range selectConfigKeys(keys, all, func(k string) bool { _, ok := topicDefs[k]; return ok }) {
 		d := topicDefs[k]
 		value, source, _ := b.cfg.TopicConfigValue(t.Configs, k)
 		var layers []configLayer

@@ -15,11 +15,13 @@ import (
 )
 
 // Config is the broker configuration: server.properties keys (Kafka's names) with their
-// sources. Static keys are read at start; dynamic ones can change at run time.
+// sources. Static keys are read at start; dynamic ones can change at run time. Every value in
+// it was checked against its definition (configdefs.go) when it entered, and code reads values
+// through the typed keys of configkeys.go.
 type Config struct {
-	mu      sync.RWMutex
+	mu      sync.RWMutex      // guards static and dynamic (static is written only by NewConfigFrom)
 	static  map[string]string // from the file and --set overrides
-	dynamic map[string]string // from IncrementalAlterConfigs
+	dynamic map[string]string // from IncrementalAlterConfigs and AlterConfigs on the broker
 }
 
 // Listener is a parsed NAME://host:port.

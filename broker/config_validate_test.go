@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -244,9 +247,11 @@ func TestDescribeConfigsSynonyms(t *testing.T) {
 		syn{"log.retention.ms", "5000", dynSrc}, syn{"log.retention.hours", "24", staticSrc}, syn{"log.retention.hours", "168", defaultSrc})
 	for _, c := range rc.Configs {
 		if c.Key == "internal.segment.bytes" {
-			t.Error("internal.segment.bytes described")
+			t.Error("internal.segment.bytes described though not set")
 		}
 	}
+	admCreateTopic(t, adm, "small", 1, map[string]*string{"internal.segment.bytes": admStr("16384")})
+	want(admConfigOf(t, admDescribeTopicConfigs(t, adm, "small"), "internal.segment.bytes"), "16384", topicSrc, syn{"internal.segment.bytes", "16384", topicSrc}) // as Kafka 4.4
 
 	rcs, err := adm.DescribeBrokerConfigs(ctx, node)
 	if err != nil {
@@ -275,5 +280,42 @@ func TestDescribeConfigsSynonyms(t *testing.T) {
 	if len(cfgs) != 3 || cfgs[2].ReadOnly || cfgs[2].ConfigType != kmsg.ConfigTypeLong || len(cfgs[2].ConfigSynonyms) != 3 || cfgs[0].ConfigType != kmsg.ConfigTypeInt || cfgs[1].ConfigType != kmsg.ConfigTypeList ||
 		cfgs[0].Documentation == nil || !strings.Contains(*cfgs[0].Documentation, "hours") || !cfgs[0].ReadOnly || cfgs[1].ReadOnly {
 		t.Errorf("entries %+v", cfgs)
+	}
+}
+
+// TestDescribeConfigsKafkaConfigsTool: Apache Kafka's own kafka-configs (ConfigCommand) describes
+// weir's topic and broker configs with their synonyms. It needs the Kafka jars:
+// WEIR_KAFKA_LIBS=<folder of jars> (../shared/anchors/kafka/setup.sh prints it).
+func TestDescribeConfigsKafkaConfigsTool(t *testing.T) {
+	libs := os.Getenv("WEIR_KAFKA_LIBS")
+	if libs == "" {
+		t.Skip("WEIR_KAFKA_LIBS not set: Kafka's ConfigCommand is not available")
+	}
+	b := startBroker(t, map[string]string{"log.retention.hours": "24"})
+	_, adm := admClient(t, b)
+	admCreateTopic(t, adm, "syn", 1, map[string]*string{"retention.ms": admStr("1234")})
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		args = append([]string{"-cp", libs + "/*", "org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", b.Addr(), "--describe", "--all"}, args...)
+		out, err := exec.CommandContext(ctx, "java", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kafka-configs %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	out := run("--entity-type", "topics", "--entity-name", "syn")
+	for _, want := range []string{
+		"retention.ms=1234 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1234, STATIC_BROKER_CONFIG:log.retention.hours=24, DEFAULT_CONFIG:log.retention.hours=168}",
+		"segment.bytes=1073741824 sensitive=false synonyms={DEFAULT_CONFIG:log.segment.bytes=1073741824}",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kafka-configs --entity-type topics: no %q in\n%s", want, out)
+		}
+	}
+	out = run("--entity-type", "brokers", "--entity-name", strconv.Itoa(int(b.nodeID)))
+	if want := "log.retention.hours=24 sensitive=false synonyms={STATIC_BROKER_CONFIG:log.retention.hours=24, DEFAULT_CONFIG:log.retention.hours=168}"; !strings.Contains(out, want) {
+		t.Errorf("kafka-configs --entity-type brokers: no %q in\n%s", want, out)
 	}
 }
