@@ -242,7 +242,8 @@ func TestDescribeConfigsSynonyms(t *testing.T) {
 		syn{"log.retention.hours", "24", staticSrc}, syn{"log.retention.hours", "168", defaultSrc})
 	want(admConfigOf(t, rc, "segment.ms"), "7200000", staticSrc,
 		syn{"log.roll.hours", "2", staticSrc}, syn{"log.roll.hours", "168", defaultSrc})
-	want(admConfigOf(t, rc, "min.cleanable.dirty.ratio"), "0.5", defaultSrc) // topic-only: no broker synonyms
+	want(admConfigOf(t, rc, "min.cleanable.dirty.ratio"), "0.5", defaultSrc, syn{"log.cleaner.min.cleanable.ratio", "0.5", defaultSrc})
+	want(admConfigOf(t, rc, "message.timestamp.type"), "CreateTime", defaultSrc, syn{"log.message.timestamp.type", "CreateTime", defaultSrc})
 	want(admConfigOf(t, admDescribeTopicConfigs(t, adm, "plain"), "retention.ms"), "5000", dynSrc,
 		syn{"log.retention.ms", "5000", dynSrc}, syn{"log.retention.hours", "24", staticSrc}, syn{"log.retention.hours", "168", defaultSrc})
 	for _, c := range rc.Configs {

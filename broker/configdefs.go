@@ -90,6 +90,8 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "log.cleaner.dedupe.buffer.size", Type: TypeLong, Unit: "bytes", Default: "134217728", Doc: "Memory for the cleaners' key-to-offset maps, all threads together."},
 	{Name: "log.cleaner.io.buffer.size", Type: TypeInt, Unit: "bytes", Default: "524288", Valid: atLeast(0), Doc: "Read and write buffer of each cleaner thread."},
 	{Name: "log.cleaner.io.max.bytes.per.second", Type: TypeLong, Unit: "bytes/s", Default: "0", Valid: atLeast(0), Doc: "Cap on the cleaners' I/O; 0 = unbounded."},
+	{Name: "log.cleaner.min.cleanable.ratio", Type: TypeDouble, Default: "0.5", Valid: between(0, 1), Doc: "Dirty ratio (bytes not yet compacted over the whole log) that makes a cleanup.policy=compact log eligible for compaction.", Dynamic: true, Topic: "min.cleanable.dirty.ratio"},
+	{Name: "log.cleaner.min.compaction.lag.ms", Type: TypeLong, Unit: "ms", Default: "0", Valid: atLeast(0), Doc: "Minimum age of a record before compaction may remove it.", Dynamic: true, Topic: "min.compaction.lag.ms"},
 	{Name: "socket.request.max.bytes", Type: TypeInt, Unit: "bytes", Default: "104857600", Valid: atLeast(1), Doc: "Largest request frame; larger closes the connection."},
 	{Name: "max.connections", Type: TypeInt, Unit: "connections", Default: "2147483647", Valid: atLeast(0), Doc: "Maximum client connections over all listeners (read at start). At the limit a listener stops accepting (new connections wait in the kernel's backlog) until one closes, as Kafka does; the inter-broker listener is exempt from this broker-wide limit. Per listener: listener.name.<name>.max.connections."},
 	{Name: "max.connections.per.ip", Type: TypeInt, Unit: "connections", Default: "2147483647", Valid: atLeast(0), Doc: "Maximum connections from one IP address (read at start); a connection over it is closed at once, as Kafka does. 0 is allowed only with max.connections.per.ip.overrides."},
@@ -157,9 +159,7 @@ var brokerConfigDefs = []ConfigDef{
 
 // topicConfigDefault lists topic-level keys with no broker key, with their defaults.
 var topicOnlyConfigDefs = []ConfigDef{
-	{Name: "min.compaction.lag.ms", Type: TypeLong, Unit: "ms", Default: "0", Valid: atLeast(0), Doc: "Minimum age before a record may be compacted."},
 	{Name: "max.compaction.lag.ms", Type: TypeLong, Unit: "ms", Default: "9223372036854775807", Valid: atLeast(1), Doc: "Maximum age before a record must be compacted."},
-	{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", Valid: between(0, 1), Doc: "Dirty ratio that triggers compaction."},
 	{Name: "segment.jitter.ms", Type: TypeLong, Unit: "ms", Default: "0", Valid: atLeast(0), Doc: "Random jitter subtracted from segment.ms."},
 	{Name: "file.delete.delay.ms", Type: TypeLong, Unit: "ms", Default: "60000", Valid: atLeast(0), Doc: "Delay before deleted segment files are removed."},
 	{Name: "preallocate", Type: TypeBoolean, Default: "false", Doc: "Preallocate segment files."},
