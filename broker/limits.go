@@ -27,20 +27,13 @@ type netLimits struct {
 	creationRate       int
 }
 
-// readNetLimits reads and checks the bounds; a bad value stops the start naming its key.
+// readNetLimits reads the bounds and checks the rules between keys; each key's own range was
+// checked at start (configdefs.go), and a bad value stops the start naming its key.
 func readNetLimits(cfg *Config) (netLimits, error) {
 	var l netLimits
-	if v := keyQueuedMaxRequests.Get(cfg); v < 1 {
-		return l, fmt.Errorf("queued.max.requests: %d must be at least 1", v)
-	}
-	l.maxQueuedRequests = int(keyQueuedMaxRequests.Get(cfg))
+	l.maxQueuedRequests = keyQueuedMaxRequests.Get(cfg)
 	maxReq := int64(keySocketRequestMaxBytes.Get(cfg))
-	if maxReq < 1 {
-		return l, fmt.Errorf("socket.request.max.bytes: %d must be at least 1", maxReq)
-	}
 	switch v := keyQueuedMaxRequestBytes.Get(cfg); {
-	case v < -1:
-		return l, fmt.Errorf("queued.max.request.bytes: %d must be -1 (unbounded), 0 (automatic) or positive", v)
 	case v == -1:
 		l.maxQueuedBytes = -1
 	case v == 0:
@@ -50,23 +43,14 @@ func readNetLimits(cfg *Config) (netLimits, error) {
 	default:
 		l.maxQueuedBytes = v
 	}
-	switch v := keyQueuedMaxRequestBytesPerConn.Get(cfg); {
-	case v < 0:
-		return l, fmt.Errorf("queued.max.request.bytes.per.connection: %d must be 0 (automatic) or positive", v)
-	case v > 0:
+	if v := keyQueuedMaxRequestBytesPerConn.Get(cfg); v > 0 {
 		l.maxConnectionBytes = v
-	default:
+	} else {
 		l.maxConnectionBytes = max(maxReq, 8<<20) // netio's default, stated here for the log
 	}
-	if l.maxConnections = int(keyMaxConnections.Get(cfg)); l.maxConnections < 0 {
-		return l, fmt.Errorf("max.connections: %d must not be negative", l.maxConnections)
-	}
-	if l.maxPerIP = int(keyMaxConnectionsPerIP.Get(cfg)); l.maxPerIP < 0 {
-		return l, fmt.Errorf("max.connections.per.ip: %d must not be negative", l.maxPerIP)
-	}
-	if l.creationRate = int(keyMaxConnectionCreationRate.Get(cfg)); l.creationRate < 0 {
-		return l, fmt.Errorf("max.connection.creation.rate: %d must not be negative", l.creationRate)
-	}
+	l.maxConnections = keyMaxConnections.Get(cfg)
+	l.maxPerIP = keyMaxConnectionsPerIP.Get(cfg)
+	l.creationRate = keyMaxConnectionCreationRate.Get(cfg)
 	var err error
 	if l.perIPOverrides, err = parsePerIPOverrides(keyMaxConnectionsPerIPOverrides.Get(cfg)); err != nil {
 		return l, fmt.Errorf("max.connections.per.ip.overrides: %w", err)
