@@ -157,7 +157,7 @@ func New(cfg *Config) (*Broker, error) {
 		CleanerBackoff:             keyLogCleanerBackoff.Get(cfg),
 		CleanerDedupeBufferSize:    keyLogCleanerDedupeBufferSize.Get(cfg),
 		CleanerIOBufferSize:        int(keyLogCleanerIOBufferSize.Get(cfg)),
-		CleanerIOMaxBytesPerSecond: float64(keyLogCleanerIOMaxBytesPerSec.Get(cfg)),
+		CleanerIOMaxBytesPerSecond: keyLogCleanerIOMaxBytesPerSec.Get(cfg),
 	})
 	if err != nil {
 		return fail(err)

@@ -155,7 +155,7 @@ func TestConfigDynamicOutOfRange(t *testing.T) {
 	node := strconv.Itoa(int(b.nodeID))
 	for _, tc := range []struct{ key, value string }{
 		{"segment.bytes", "10"}, {"cleanup.policy", "compact,bogus"}, {"min.insync.replicas", "0"},
-		{"message.timestamp.type", "NoTime"}, {"min.cleanable.dirty.ratio", "1.5"}, {"retention.ms", "soon"},
+		{"message.timestamp.type", "NoTime"}, {"min.cleanable.dirty.ratio", "1.5"}, {"retention.ms", "soon"}, {"retention.ms", "-5"},
 	} {
 		r := inc(kmsg.ConfigResourceTypeTopic, "dyn", tc.key, tc.value)
 		wantMsg("topic "+tc.key+"="+tc.value, r.ErrorCode, r.ErrorMessage, kerr.InvalidConfig, tc.key)

@@ -35,7 +35,10 @@ type ConfigDef struct {
 	// Valid is the range or the enumeration of valid values (Kafka's validator for the key);
 	// nil accepts every value of the type.
 	Valid Validator
-	Doc   string
+	// TopicValid is the topic key's validator when it differs from the broker key's (Kafka
+	// accepts any log.retention.ms, a negative one meaning -1, but retention.ms only from -1).
+	TopicValid Validator
+	Doc        string
 	// Dynamic keys can be changed at run time with IncrementalAlterConfigs.
 	Dynamic bool
 	Topic   string
@@ -67,7 +70,7 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "log.segment.bytes", Type: TypeInt, Unit: "bytes", Default: "1073741824", Valid: atLeast(1048576), Doc: "Segment size before a roll. At least 1 MiB, as in Kafka 4 (KIP-1030); tests that need small segments set the topic key internal.segment.bytes.", Dynamic: true, Topic: "segment.bytes"},
 	{Name: "log.roll.ms", Type: TypeLong, Unit: "ms", Default: "", Valid: atLeast(1), Doc: "Roll a segment whose first batch is older than this. When unset, log.roll.hours gives it (Kafka's precedence and default: 168 hours).", Dynamic: true, Topic: "segment.ms"},
 	{Name: "log.roll.hours", Type: TypeInt, Unit: "hours", Default: "168", Valid: atLeast(1), Doc: "log.roll.ms in hours, used when log.roll.ms is not set.", SynonymOf: "log.roll.ms", Scale: 3_600_000},
-	{Name: "log.retention.ms", Type: TypeLong, Unit: "ms", Default: "", Doc: "Delete segments whose newest record is older than this; a negative value keeps them (-1). When unset, log.retention.minutes, else log.retention.hours gives it (Kafka's precedence and default: 168 hours).", Dynamic: true, Topic: "retention.ms"},
+	{Name: "log.retention.ms", Type: TypeLong, Unit: "ms", Default: "", TopicValid: atLeast(-1), Doc: "Delete segments whose newest record is older than this; a negative value keeps them (-1). When unset, log.retention.minutes, else log.retention.hours gives it (Kafka's precedence and default: 168 hours).", Dynamic: true, Topic: "retention.ms"},
 	{Name: "log.retention.minutes", Type: TypeInt, Unit: "minutes", Default: "", Doc: "log.retention.ms in minutes, used when log.retention.ms is not set (a negative value keeps segments).", SynonymOf: "log.retention.ms", Scale: 60_000},
 	{Name: "log.retention.hours", Type: TypeInt, Unit: "hours", Default: "168", Doc: "log.retention.ms in hours, used when neither log.retention.ms nor log.retention.minutes is set (a negative value keeps segments).", SynonymOf: "log.retention.ms", Scale: 3_600_000},
 	{Name: "log.retention.bytes", Type: TypeLong, Unit: "bytes", Default: "-1", Doc: "Delete oldest segments while a partition is larger than this; -1 = no limit.", Dynamic: true, Topic: "retention.bytes"},
@@ -89,7 +92,7 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "log.cleaner.backoff.ms", Type: TypeLong, Unit: "ms", Default: "15000", Valid: atLeast(0), Doc: "Sleep of the cleaner when no log is dirty enough."},
 	{Name: "log.cleaner.dedupe.buffer.size", Type: TypeLong, Unit: "bytes", Default: "134217728", Doc: "Memory for the cleaners' key-to-offset maps, all threads together."},
 	{Name: "log.cleaner.io.buffer.size", Type: TypeInt, Unit: "bytes", Default: "524288", Valid: atLeast(0), Doc: "Read and write buffer of each cleaner thread."},
-	{Name: "log.cleaner.io.max.bytes.per.second", Type: TypeLong, Unit: "bytes/s", Default: "0", Valid: atLeast(0), Doc: "Cap on the cleaners' I/O; 0 = unbounded."},
+	{Name: "log.cleaner.io.max.bytes.per.second", Type: TypeDouble, Unit: "bytes/s", Default: "0", Valid: atLeast(0), Doc: "Cap on the cleaners' I/O; 0 = unbounded (Kafka's default is the largest double)."},
 	{Name: "log.cleaner.min.cleanable.ratio", Type: TypeDouble, Default: "0.5", Valid: between(0, 1), Doc: "Dirty ratio (bytes not yet compacted over the whole log) that makes a cleanup.policy=compact log eligible for compaction.", Dynamic: true, Topic: "min.cleanable.dirty.ratio"},
 	{Name: "log.cleaner.min.compaction.lag.ms", Type: TypeLong, Unit: "ms", Default: "0", Valid: atLeast(0), Doc: "Minimum age of a record before compaction may remove it.", Dynamic: true, Topic: "min.compaction.lag.ms"},
 	{Name: "socket.request.max.bytes", Type: TypeInt, Unit: "bytes", Default: "104857600", Valid: atLeast(1), Doc: "Largest request frame; larger closes the connection."},
@@ -181,6 +184,9 @@ var topicDefs = func() map[string]ConfigDef {
 		if d.Topic != "" {
 			td := d
 			td.Name = d.Topic
+			if d.TopicValid != nil {
+				td.Valid = d.TopicValid
+			}
 			td.Topic = d.Name // for a topic def, Topic names the broker key behind the default
 			m[d.Topic] = td
 		}

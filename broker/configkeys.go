@@ -153,7 +153,7 @@ var (
 	keyLogCleanerBackoff          = msKey("log.cleaner.backoff.ms")
 	keyLogCleanerDedupeBufferSize = longKey("log.cleaner.dedupe.buffer.size")
 	keyLogCleanerIOBufferSize     = intKey("log.cleaner.io.buffer.size")
-	keyLogCleanerIOMaxBytesPerSec = longKey("log.cleaner.io.max.bytes.per.second")
+	keyLogCleanerIOMaxBytesPerSec = doubleKey("log.cleaner.io.max.bytes.per.second")
 
 	keySocketRequestMaxBytes            = intKey("socket.request.max.bytes")
 	keyMaxConnections                   = intKey("max.connections")
