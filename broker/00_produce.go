@@ -23,7 +23,6 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -112,8 +111,7 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 				}
 				minISR := 1
 				if req.Acks == -1 && rep != nil && !rep.local {
-					v, _, _ := b.cfg.TopicConfigValue(t.Configs, "min.insync.replicas")
-					minISR, _ = strconv.Atoi(v)
+					minISR = keyMinInsyncReplicas.Topic(b.cfg, t.Configs)
 				}
 				switch {
 				case !leading:

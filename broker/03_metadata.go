@@ -76,7 +76,7 @@ func handleMetadata(b *Broker, r *netio.Request) netio.Reply {
 				continue
 			}
 			t, ok = b.topics.get(*rt.Topic)
-			if !ok && allowAuto && b.cfg.bool("auto.create.topics.enable") {
+			if !ok && allowAuto && keyAutoCreateTopicsEnable.Get(b.cfg) {
 				if e := b.authorizeCreateTopic(r, *rt.Topic); e != nil { // ACL: CREATE on cluster or topic
 					resp.Topics = append(resp.Topics, metadataDeniedTopic(rt.Topic, [16]byte{}, e))
 					continue

@@ -81,9 +81,9 @@ func handleDeleteTopics(b *Broker, r *netio.Request) netio.Reply {
 			err = fmt.Errorf("duplicate topic name %s: %w", *ref.name, kerr.InvalidRequest)
 		case ref.name == nil && ids[ref.id] > 1:
 			err = fmt.Errorf("duplicate topic id: %w", kerr.InvalidRequest)
-		case !b.cfg.bool("delete.topic.enable") && r.Version < 3:
+		case !keyDeleteTopicEnable.Get(b.cfg) && r.Version < 3:
 			err = fmt.Errorf("topic deletion is disabled (delete.topic.enable=false): %w", kerr.InvalidRequest)
-		case !b.cfg.bool("delete.topic.enable"):
+		case !keyDeleteTopicEnable.Get(b.cfg):
 			err = fmt.Errorf("topic deletion is disabled (delete.topic.enable=false): %w", kerr.TopicDeletionDisabled)
 		case b.deleteTopicDenied(r, ref): // ACL: DELETE on the topic
 			err = kerr.TopicAuthorizationFailed

@@ -84,7 +84,7 @@ func (b *Broker) deleteRecords(t Topic, l *engine.Log, offset int64) (int64, err
 	if isInternalTopic(t.Name) { // Kafka's ReplicaManager refuses these too
 		return -1, fmt.Errorf("cannot delete records of internal topic %s: %w", t.Name, kerr.InvalidTopicException)
 	}
-	policy, _, _ := b.cfg.TopicConfigValue(t.Configs, "cleanup.policy")
+	policy := keyCleanupPolicy.Topic(b.cfg, t.Configs)
 	if !hasListItem(policy, "delete") {
 		return -1, fmt.Errorf("records of %s cannot be deleted: cleanup.policy is %q: %w", t.Name, policy, kerr.PolicyViolation)
 	}

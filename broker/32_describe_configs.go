@@ -14,10 +14,16 @@ package broker
 // is sensitive (a PASSWORD key would be, with a null value). Synonyms (v1+, only with include_synonyms) list the value in
 // every source from the most specific down, as Kafka does: the topic override, then the broker
 // key's dynamic, static and default values. Documentation (v3+) only with
-// include_documentation. A key with no value (an empty default) has a null value.
+// include_documentation. A key with no value (an empty default) has a null value. Where Kafka
+// 4.4 differs, weir chose to be informative: a broker key with no value of its own
+// (log.retention.ms) is described with its effective value and that value's source (Kafka says
+// null, DEFAULT_CONFIG), and its synonyms keep the layers of lower-precedence synonyms that give
+// the value (Kafka's list drops everything before the key's own first entry, so a topic's
+// retention.ms with only log.retention.hours=24 set lists no synonyms there).
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -85,7 +91,13 @@ func (b *Broker) describeTopicConfigs(name string, keys []string, opts describeO
 		return nil, fmt.Errorf("topic %s: %w", name, kerr.UnknownTopicOrPartition)
 	}
 	var out []kmsg.DescribeConfigsResponseResourceConfig
-	for _, k := range selectConfigKeys(keys, TopicConfigKeys(), func(k string) bool { _, ok := topicDefs[k]; return ok }) {
+	all := TopicConfigKeys()
+	for k := range t.Configs { // an internal key is listed when the topic sets it, as in Kafka
+		if d, ok := topicDefs[k]; ok && d.Internal {
+			all = append(all, k)
+		}
+	}
+	for _, k := range selectConfigKeys(keys, all, func(k string) bool { _, ok := topicDefs[k]; return ok }) {
 		d := topicDefs[k]
 		value, source, _ := b.cfg.TopicConfigValue(t.Configs, k)
 		var layers []configLayer
@@ -192,31 +204,63 @@ type configLayer struct {
 	source kmsg.ConfigSource
 }
 
-// brokerLayers returns a broker key's value in each source that sets it, most specific first:
-// dynamic, static (server.properties and --set), then the default when it has a value.
+// synonymGroup is a broker key's synonyms in precedence order, the primary key first
+// (log.retention.ms, log.retention.minutes, log.retention.hours).
+func synonymGroup(key string) []string {
+	primary := key
+	if d, ok := brokerDefByName[key]; ok && d.SynonymOf != "" {
+		primary = d.SynonymOf
+	}
+	group := []string{primary}
+	for _, syn := range synonymsOf[primary] {
+		group = append(group, syn.Name)
+	}
+	return group
+}
+
+// brokerLayers returns a broker key's synonyms as Kafka's DescribeConfigs lists them: every
+// source that sets the key or one of its synonyms, source by source from the most specific
+// (dynamic, then static: server.properties and --set, then the defaults that have a value), and
+// within a source in the synonyms' precedence order. weir has no cluster-wide dynamic default
+// (DYNAMIC_DEFAULT_BROKER_CONFIG). Describing a synonym (log.retention.hours) drops the entries
+// before its own first one, as Kafka does; describing the primary key (log.retention.ms) keeps
+// them all, where Kafka would also drop the ones before log.retention.ms's first entry and so
+// hide a static log.retention.hours that gives the value.
 func (c *Config) brokerLayers(key string) []configLayer {
+	group := synonymGroup(key)
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var out []configLayer
-	if v, ok := c.dynamic[key]; ok {
-		out = append(out, configLayer{key, v, kmsg.ConfigSourceDynamicBrokerConfig})
-	}
-	if v, ok := c.static[key]; ok {
-		out = append(out, configLayer{key, v, kmsg.ConfigSourceStaticBrokerConfig})
-	}
-	for _, syn := range timeSynonyms[key] { // Kafka lists them as synonyms under their own names
-		if v, ok := c.static[syn.key]; ok {
-			out = append(out, configLayer{syn.key, v, kmsg.ConfigSourceStaticBrokerConfig})
+	for _, k := range group {
+		if v, ok := c.dynamic[k]; ok {
+			out = append(out, configLayer{k, v, kmsg.ConfigSourceDynamicBrokerConfig})
 		}
 	}
-	if d, ok := brokerDefByName[key]; ok && d.Default != "" {
-		out = append(out, configLayer{key, d.Default, kmsg.ConfigSourceDefaultConfig})
+	for _, k := range group {
+		if v, ok := c.static[k]; ok {
+			out = append(out, configLayer{k, v, kmsg.ConfigSourceStaticBrokerConfig})
+		}
+	}
+	for _, k := range group {
+		if d, ok := brokerDefByName[k]; ok && d.Default != "" {
+			out = append(out, configLayer{k, d.Default, kmsg.ConfigSourceDefaultConfig})
+		}
+	}
+	if key != group[0] {
+		i := slices.IndexFunc(out, func(l configLayer) bool { return l.name == key })
+		if i < 0 {
+			return nil
+		}
+		out = out[i:]
 	}
 	return out
 }
 
-// topicLayers returns a topic key's value in each source: the topic's override, then the
-// layers of the broker key behind it, or the topic key's own default.
+// topicLayers returns a topic key's synonyms: the topic's override (DYNAMIC_TOPIC_CONFIG), then
+// the layers of the broker key behind it and of that key's synonyms. A topic-only key has no
+// broker synonyms, so unset it lists none (Kafka's DescribeConfigs does the same). Kafka drops
+// every layer before the first one named like the broker key, which hides a static
+// log.retention.hours when log.retention.ms is not set; weir lists it.
 func (c *Config) topicLayers(overrides map[string]string, key string) []configLayer {
 	d, ok := topicDefs[key]
 	if !ok {
@@ -227,7 +271,7 @@ func (c *Config) topicLayers(overrides map[string]string, key string) []configLa
 		out = append(out, configLayer{key, v, kmsg.ConfigSourceDynamicTopicConfig})
 	}
 	if d.Topic != "" {
-		return append(out, c.brokerLayers(d.Topic)...)
+		out = append(out, c.brokerLayers(d.Topic)...)
 	}
-	return append(out, configLayer{key, d.Default, kmsg.ConfigSourceDefaultConfig})
+	return out
 }

@@ -5,9 +5,11 @@ package broker
 // INVALID_REQUEST, as is a resource named twice or a key named twice in one resource. Ops:
 // SET (a null value is INVALID_REQUEST), DELETE (back to the inherited value), APPEND and
 // SUBTRACT (LIST keys only, else INVALID_CONFIG; APPEND adds items not present, SUBTRACT removes
-// every occurrence, both starting from the effective value). Unknown keys and values that do not
-// parse as the key's type are INVALID_CONFIG, as are broker keys that cannot change at run time
-// (not dynamic). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION. validate_only checks everything
+// every occurrence, both starting from the effective value). Unknown keys are INVALID_CONFIG. A
+// value that does not parse as the key's type or is outside its valid range (configdefs.go) is
+// INVALID_CONFIG on a topic and INVALID_REQUEST on a broker, as are broker keys that cannot
+// change at run time (not dynamic): Kafka answers broker validation failures with
+// INVALID_REQUEST (KAFKA-13609). The message names the key and the rule. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION. validate_only checks everything
 // and changes nothing. A resource's changes apply all or none.
 //
 // Topic overrides are persisted in the topic store and applied at once to the open partition
@@ -128,7 +130,7 @@ func (b *Broker) alterTopicConfigsLocked(name string, changes []configChange, re
 		return d, nil
 	}
 	effective := func(k string) string { v, _, _ := b.cfg.TopicConfigValue(t.Configs, k); return v }
-	next, err := applyConfigChanges(t.Configs, changes, replace, lookup, effective)
+	next, err := applyConfigChanges(t.Configs, changes, replace, lookup, effective, kerr.InvalidConfig)
 	if err == nil && isInternalTopic(name) {
 		err = b.checkInternalTopicConfigs(name, next)
 	}
@@ -173,14 +175,15 @@ func (b *Broker) alterBrokerConfigsLocked(changes []configChange, replace, valid
 			return ConfigDef{}, fmt.Errorf("unknown broker config name: %s: %w", k, kerr.InvalidConfig)
 		}
 		if !d.Dynamic {
-			return ConfigDef{}, fmt.Errorf("broker config %s is read-only (cannot be updated dynamically): %w", k, kerr.InvalidConfig)
+			return ConfigDef{}, fmt.Errorf("broker config %s is read-only (cannot be updated dynamically): %w", k, kerr.InvalidRequest)
 		}
 		return *d, nil
 	}
 	b.cfg.mu.RLock()
 	current := maps.Clone(b.cfg.dynamic)
 	b.cfg.mu.RUnlock()
-	next, err := applyConfigChanges(current, changes, replace, lookup, b.cfg.str)
+	effective := func(k string) string { v, _ := b.cfg.Get(k); return v }
+	next, err := applyConfigChanges(current, changes, replace, lookup, effective, kerr.InvalidRequest)
 	if err != nil || validateOnly {
 		return err
 	}
@@ -210,9 +213,10 @@ func (b *Broker) alterBrokerConfigsLocked(changes []configChange, replace, valid
 
 // applyConfigChanges returns the overrides that result from applying changes to current (or,
 // with replace, to nothing). lookup returns a key's definition or why it cannot be changed;
-// effective returns a key's value before the changes (the start of APPEND and SUBTRACT).
+// effective returns a key's value before the changes (the start of APPEND and SUBTRACT); a
+// value that is not valid for its key is answered with invalid.
 func applyConfigChanges(current map[string]string, changes []configChange, replace bool,
-	lookup func(string) (ConfigDef, error), effective func(string) string) (map[string]string, error) {
+	lookup func(string) (ConfigDef, error), effective func(string) string, invalid *kerr.Error) (map[string]string, error) {
 	next := map[string]string{}
 	if !replace {
 		maps.Copy(next, current)
@@ -244,7 +248,7 @@ func applyConfigChanges(current map[string]string, changes []configChange, repla
 		}
 		if v, ok := next[c.name]; ok {
 			if err := validateValue(d, v); err != nil {
-				return nil, fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
+				return nil, fmt.Errorf("%v: %w", err, invalid)
 			}
 		}
 	}
@@ -294,7 +298,7 @@ func (b *Broker) alterResource(dup bool, typ kmsg.ConfigResourceType, name strin
 // internal topics; every other config (segment.bytes, min.insync.replicas, ...) is accepted
 // here as there.
 func (b *Broker) checkInternalTopicConfigs(name string, configs map[string]string) error {
-	if v, _, _ := b.cfg.TopicConfigValue(configs, "cleanup.policy"); v != "compact" {
+	if v := keyCleanupPolicy.Topic(b.cfg, configs); v != "compact" {
 		return fmt.Errorf("cleanup.policy of internal topic %s must stay compact (would be %q): %w", name, v, kerr.InvalidConfig)
 	}
 	return nil

@@ -356,7 +356,7 @@ func TestAdminDeleteRecords(t *testing.T) {
 	_, adm := admClient(t, b)
 	ctx := admCtx(t)
 	// Small segments, so deleting records deletes whole segment files.
-	admCreateTopic(t, adm, "trim", 1, map[string]*string{"segment.bytes": admStr("200")})
+	admCreateTopic(t, adm, "trim", 1, map[string]*string{"internal.segment.bytes": admStr("200")}) // below segment.bytes' 1 MiB minimum
 	prod, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DefaultProduceTopic("trim"))
 	if err != nil {
 		t.Fatal(err)
@@ -493,7 +493,7 @@ func TestAdminDescribeConfigs(t *testing.T) {
 	admWantConfig(t, ret, "1234", kmsg.ConfigSourceDynamicTopicConfig)
 	if len(ret.Synonyms) != 2 ||
 		ret.Synonyms[0].Key != "retention.ms" || ret.Synonyms[0].Source != kmsg.ConfigSourceDynamicTopicConfig ||
-		ret.Synonyms[1].Key != "log.retention.ms" || *ret.Synonyms[1].Value != "604800000" || ret.Synonyms[1].Source != kmsg.ConfigSourceDefaultConfig {
+		ret.Synonyms[1].Key != "log.retention.hours" || *ret.Synonyms[1].Value != "168" || ret.Synonyms[1].Source != kmsg.ConfigSourceDefaultConfig { // Kafka: log.retention.ms has no default of its own
 		t.Errorf("retention.ms synonyms %+v", ret.Synonyms)
 	}
 	admWantConfig(t, admConfigOf(t, rc, "cleanup.policy"), "delete", kmsg.ConfigSourceDefaultConfig)
@@ -688,7 +688,7 @@ func TestAdminBrokerConfigs(t *testing.T) {
 	// The topic-level key follows the broker key behind it.
 	admWantConfig(t, admConfigOf(t, admDescribeTopicConfigs(t, adm, "bc"), "max.message.bytes"), "2000000", kmsg.ConfigSourceDynamicBrokerConfig)
 
-	admWantErr(t, "read-only broker key", alterBroker(kadm.AlterConfig{Op: kadm.SetConfig, Name: "log.dirs", Value: admStr("/tmp/x")}), kerr.InvalidConfig)
+	admWantErr(t, "read-only broker key", alterBroker(kadm.AlterConfig{Op: kadm.SetConfig, Name: "log.dirs", Value: admStr("/tmp/x")}), kerr.InvalidRequest) // Kafka: INVALID_REQUEST (KAFKA-13609)
 	admWantErr(t, "unknown broker key", alterBroker(kadm.AlterConfig{Op: kadm.SetConfig, Name: "no.such.key", Value: admStr("1")}), kerr.InvalidConfig)
 	if err := alterBroker(kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "message.max.bytes"}); err != nil {
 		t.Fatal(err)

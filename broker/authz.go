@@ -53,13 +53,13 @@ type authzCache struct {
 
 func (s *authzState) load(cfg *Config) {
 	s.once.Do(func() {
-		s.enabled = cfg.str("authorizer.class.name") != "" || cfg.bool("authorizer.enable")
-		for _, p := range strings.Split(cfg.str("super.users"), ";") {
+		s.enabled = keyAuthorizerClassName.Get(cfg) != "" || keyAuthorizerEnable.Get(cfg)
+		for _, p := range strings.Split(keySuperUsers.Get(cfg), ";") {
 			if p = strings.TrimSpace(p); p != "" {
 				s.cfg.SuperUsers = append(s.cfg.SuperUsers, p)
 			}
 		}
-		s.cfg.AllowEveryoneIfNoACL = cfg.bool("allow.everyone.if.no.acl.found")
+		s.cfg.AllowEveryoneIfNoACL = keyAllowEveryoneIfNoACLFound.Get(cfg)
 		if s.enabled {
 			slog.Info("authorizer on", "super.users", s.cfg.SuperUsers, "allow.everyone.if.no.acl.found", s.cfg.AllowEveryoneIfNoACL)
 		}

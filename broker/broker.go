@@ -106,7 +106,7 @@ func New(cfg *Config) (*Broker, error) {
 	// locked for the broker's life, before anything in it is read or written: a second broker on
 	// a dir in use stops here, naming the dir.
 	lockDirs := dirs
-	if md := cfg.str("metadata.log.dir"); md != "" && !slices.Contains(dirs, md) {
+	if md := keyMetadataLogDir.Get(cfg); md != "" && !slices.Contains(dirs, md) {
 		if err := os.MkdirAll(md, vfs.DirMode); err != nil {
 			return nil, fmt.Errorf("metadata.log.dir %s: %w", md, err)
 		}
@@ -124,7 +124,7 @@ func New(cfg *Config) (*Broker, error) {
 		b.unlockDirs()
 		return nil, err
 	}
-	if b.clusterID, err = loadMetaProperties(dirs, b.nodeID, cfg.str("cluster.id")); err != nil {
+	if b.clusterID, err = loadMetaProperties(dirs, b.nodeID, keyClusterID.Get(cfg)); err != nil {
 		b.unlockDirs()
 		return nil, err
 	}
@@ -155,14 +155,14 @@ func New(cfg *Config) (*Broker, error) {
 		Dirs:                       dirs,
 		Budget:                     b.budget,
 		ConfigFor:                  b.logConfigFor,
-		RecoveryThreadsPerDir:      int(cfg.int64("num.recovery.threads.per.data.dir")),
-		RetentionCheckInterval:     cfg.duration("log.retention.check.interval.ms"),
-		CheckpointInterval:         cfg.duration("log.flush.offset.checkpoint.interval.ms"),
+		RecoveryThreadsPerDir:      int(keyNumRecoveryThreadsPerDataDir.Get(cfg)),
+		RetentionCheckInterval:     keyLogRetentionCheckInterval.Get(cfg),
+		CheckpointInterval:         keyLogFlushOffsetCheckpointInterval.Get(cfg),
 		CleanerThreads:             cleanerThreads(cfg),
-		CleanerBackoff:             cfg.duration("log.cleaner.backoff.ms"),
-		CleanerDedupeBufferSize:    cfg.int64("log.cleaner.dedupe.buffer.size"),
-		CleanerIOBufferSize:        int(cfg.int64("log.cleaner.io.buffer.size")),
-		CleanerIOMaxBytesPerSecond: float64(cfg.int64("log.cleaner.io.max.bytes.per.second")),
+		CleanerBackoff:             keyLogCleanerBackoff.Get(cfg),
+		CleanerDedupeBufferSize:    keyLogCleanerDedupeBufferSize.Get(cfg),
+		CleanerIOBufferSize:        int(keyLogCleanerIOBufferSize.Get(cfg)),
+		CleanerIOMaxBytesPerSecond: keyLogCleanerIOMaxBytesPerSec.Get(cfg),
 	})
 	if err != nil {
 		return fail(err)
@@ -185,9 +185,9 @@ func New(cfg *Config) (*Broker, error) {
 	}
 	b.obs.reg.MustRegister(securityCollector{b.sec}) // SASL counters (security.go)
 	ncfg := netio.Config{
-		MaxUnauthenticatedBytes: int32(cfg.int64("sasl.server.max.receive.size")),
-		MaxRequestBytes:         int32(cfg.int64("socket.request.max.bytes")),
-		IdleTimeout:             cfg.duration("connections.max.idle.ms"),
+		MaxUnauthenticatedBytes: int32(keySASLServerMaxReceiveSize.Get(cfg)),
+		MaxRequestBytes:         int32(keySocketRequestMaxBytes.Get(cfg)),
+		IdleTimeout:             keyConnectionsMaxIdle.Get(cfg),
 		Observer:                b.obs.reg,
 	}
 	limits.applyTo(&ncfg)
@@ -217,7 +217,7 @@ func (b *Broker) bind() error {
 	if err != nil {
 		return err
 	}
-	_, explicitAdv := b.cfg.Get("advertised.listeners")
+	explicitAdv := keyAdvertisedListeners.IsSet(b.cfg)
 	if b.sec, err = newSecurityState(b.cfg, specs); err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func (b *Broker) bind() error {
 		b.mu.Unlock()
 		port := ln.Addr().(*net.TCPAddr).Port
 		for i := range adv {
-			if adv[i].Name == spec.Name && (adv[i].Port == 0 || explicitAdv == "DEFAULT_CONFIG") {
+			if adv[i].Name == spec.Name && (adv[i].Port == 0 || !explicitAdv) {
 				adv[i].Port = port
 			}
 		}
@@ -273,15 +273,15 @@ func (b *Broker) Start() error {
 	for _, l := range b.bound {
 		binds = append(binds, l.Name+"://"+l.Addr().String())
 	}
-	flushMsgs, _ := b.cfg.Get("log.flush.interval.messages")
+	flushMsgs := keyLogFlushIntervalMessages.Get(b.cfg)
 	policy := "durable acks (fdatasync with group commit before every acknowledgement)"
-	if flushMsgs != "1" {
-		policy = "page-cache acks (fdatasync every " + flushMsgs + " messages)"
+	if flushMsgs != 1 {
+		policy = "page-cache acks (fdatasync every " + strconv.FormatInt(flushMsgs, 10) + " messages)"
 	}
 	slog.Info("weir broker started", "version", Version, "node.id", b.nodeID, "cluster.id", b.clusterID,
 		"listeners", strings.Join(binds, ","), "advertised.listeners", strings.Join(advs, ","),
 		"log.dirs", strings.Join(b.cfg.LogDirs(), ","), "flush", policy, "topics", len(b.topics.all()),
-		"controller.quorum.voters", b.cfg.str("controller.quorum.voters"), "active.controller", b.ctl.ActiveID())
+		"controller.quorum.voters", keyControllerQuorumVoters.Get(b.cfg), "active.controller", b.ctl.ActiveID())
 	return nil
 }
 
@@ -323,7 +323,7 @@ func (b *Broker) advertisedFor(listener string) ListenerSpec {
 func (b *Broker) Shutdown(ctx context.Context) error {
 	b.obs.stopping.Store(true) // /readyz answers 503 from now on
 	defer b.stopObs()
-	if b.clustered() && b.cfg.bool("controlled.shutdown.enable") {
+	if b.clustered() && keyControlledShutdownEnable.Get(b.cfg) {
 		// Move this broker's leaderships to other in-sync replicas first, so clients switch
 		// to the new leaders while this broker still answers.
 		csCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -414,8 +414,8 @@ func loadMetaProperties(dirs []string, nodeID int32, configured string) (string,
 // cleanerThreads maps log.cleaner.enable and log.cleaner.threads to the engine's setting
 // (negative disables the background cleaner).
 func cleanerThreads(cfg *Config) int {
-	if !cfg.bool("log.cleaner.enable") {
+	if !keyLogCleanerEnable.Get(cfg) {
 		return -1
 	}
-	return int(cfg.int64("log.cleaner.threads"))
+	return int(keyLogCleanerThreads.Get(cfg))
 }

@@ -68,7 +68,7 @@ func readMaxMapCount() int64 {
 // computeBudget returns the budget storage.descriptor.budget and storage.mapping.budget ask for
 // (-1: derived from the OS limits, 0: none).
 func computeBudget(cfg *Config) (*engine.Budget, error) {
-	fdKey, mapKey := cfg.int64("storage.descriptor.budget"), cfg.int64("storage.mapping.budget")
+	fdKey, mapKey := keyStorageDescriptorBudget.Get(cfg), keyStorageMappingBudget.Get(cfg)
 	if fdKey < -1 {
 		return nil, fmt.Errorf("storage.descriptor.budget=%d: must be -1 (derived), 0 (none) or positive", fdKey)
 	}
@@ -89,7 +89,7 @@ func computeBudget(cfg *Config) (*engine.Budget, error) {
 		b.MaxDescriptors = fdKey
 	case fdKey == -1 && soft > 0:
 		limit := int64(soft)
-		reserve := min(descriptorReserveFixed+min(cfg.int64("max.connections"), limit/5), limit/2)
+		reserve := min(descriptorReserveFixed+min(int64(keyMaxConnections.Get(cfg)), limit/5), limit/2)
 		b.MaxDescriptors = max(limit-reserve, 1)
 	}
 	b.MappingLimit = readMaxMapCount()

@@ -28,16 +28,16 @@ import (
 )
 
 // clustered reports whether this broker is part of a multi-broker quorum configuration.
-func (b *Broker) clustered() bool { return b.cfg.str("controller.quorum.voters") != "" }
+func (b *Broker) clustered() bool { return keyControllerQuorumVoters.Get(b.cfg) != "" }
 
 // startController starts the controller with this broker's advertised listeners and waits until
 // this broker is registered (a quorum is reachable).
 func (b *Broker) startController(adv []ListenerSpec) error {
-	voters, err := controller.ParseVoters(b.cfg.str("controller.quorum.voters"))
+	voters, err := controller.ParseVoters(keyControllerQuorumVoters.Get(b.cfg))
 	if err != nil {
 		return fmt.Errorf("controller.quorum.voters: %w", err)
 	}
-	dir := b.cfg.str("metadata.log.dir")
+	dir := keyMetadataLogDir.Get(b.cfg)
 	if dir == "" {
 		dir = b.cfg.LogDirs()[0]
 	}
@@ -55,16 +55,15 @@ func (b *Broker) startController(adv []ListenerSpec) error {
 	ctl, err := controller.Start(controller.Config{
 		NodeID:            b.nodeID,
 		Voters:            voters,
-		Addr:              b.cfg.str("controller.listener"),
+		Addr:              keyControllerListener.Get(b.cfg),
 		Dir:               filepath.Join(dir, "weir-metadata"),
 		ClusterID:         b.clusterID,
 		Endpoints:         eps,
-		SessionTimeout:    b.cfg.duration("broker.session.timeout.ms"),
-		HeartbeatInterval: b.cfg.duration("broker.heartbeat.interval.ms"),
+		SessionTimeout:    keyBrokerSessionTimeout.Get(b.cfg),
+		HeartbeatInterval: keyBrokerHeartbeatInterval.Get(b.cfg),
 		UncleanLeaderElection: func(topic string) bool {
 			t, _ := b.topics.get(topic)
-			v, _, _ := b.cfg.TopicConfigValue(t.Configs, "unclean.leader.election.enable")
-			return v == "true"
+			return keyUncleanLeaderElectionEnable.Topic(b.cfg, t.Configs)
 		},
 		Logger:   slog.Default(),
 		Security: portSec,
@@ -78,12 +77,12 @@ func (b *Broker) startController(adv []ListenerSpec) error {
 	defer cancel()
 	if err := ctl.WaitReady(ctx); err != nil {
 		ctl.Close()
-		return fmt.Errorf("waiting for the metadata quorum (controller.quorum.voters=%q): %w", b.cfg.str("controller.quorum.voters"), err)
+		return fmt.Errorf("waiting for the metadata quorum (controller.quorum.voters=%q): %w", keyControllerQuorumVoters.Get(b.cfg), err)
 	}
 	if id := ctl.Image().ClusterID; id != "" && id != b.clusterID {
-		if b.cfg.str("cluster.id") != "" {
+		if keyClusterID.Get(b.cfg) != "" {
 			ctl.Close()
-			return fmt.Errorf("cluster.id is %s but the metadata quorum's cluster id is %s", b.cfg.str("cluster.id"), id)
+			return fmt.Errorf("cluster.id is %s but the metadata quorum's cluster id is %s", keyClusterID.Get(b.cfg), id)
 		}
 		// The quorum's first controller chose the id: take it (and keep it in meta.properties).
 		slog.Info("taking the metadata quorum's cluster id", "cluster.id", id, "was", b.clusterID)
@@ -119,7 +118,7 @@ func rewriteClusterID(dirs []string, id string) error {
 
 // requestCtx bounds a request to the controller.
 func (b *Broker) requestCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), b.cfg.duration("request.timeout.ms"))
+	return context.WithTimeout(context.Background(), keyRequestTimeout.Get(b.cfg))
 }
 
 // waitImage waits until the local image satisfies ok (a change this broker asked the
@@ -153,15 +152,15 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment
 		partitions = int32(len(assignment))
 	}
 	if partitions == -1 {
-		partitions = int32(b.cfg.int64("num.partitions"))
+		partitions = int32(keyNumPartitions.Get(b.cfg))
 	}
 	if partitions <= 0 || partitions > maxPartitions {
 		return Topic{}, fmt.Errorf("%d partitions: %w", partitions, kerr.InvalidPartitions)
 	}
 	if rf == -1 {
-		rf = int16(b.cfg.int64("default.replication.factor"))
+		rf = int16(keyDefaultReplicationFactor.Get(b.cfg))
 		if name == offsetsTopic {
-			rf = int16(b.cfg.int64("offsets.topic.replication.factor"))
+			rf = int16(keyOffsetsTopicReplicationFactor.Get(b.cfg))
 		}
 	}
 	if isInternalTopic(name) {

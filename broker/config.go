@@ -10,17 +10,18 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/weir-mq/weir/engine"
 )
 
 // Config is the broker configuration: server.properties keys (Kafka's names) with their
-// sources. Static keys are read at start; dynamic ones can change at run time.
+// sources. Static keys are read at start; dynamic ones can change at run time. Every value in
+// it was checked against its definition (configdefs.go) when it entered, and code reads values
+// through the typed keys of configkeys.go.
 type Config struct {
-	mu      sync.RWMutex
+	mu      sync.RWMutex      // guards static and dynamic (static is written only by NewConfigFrom)
 	static  map[string]string // from the file and --set overrides
-	dynamic map[string]string // from IncrementalAlterConfigs
+	dynamic map[string]string // from IncrementalAlterConfigs and AlterConfigs on the broker
 }
 
 // Listener is a parsed NAME://host:port.
@@ -32,21 +33,59 @@ type ListenerSpec struct {
 
 func (l ListenerSpec) Addr() string { return net.JoinHostPort(l.Host, strconv.Itoa(l.Port)) }
 
-// NewConfig returns a configuration with every key at its default, then props applied.
-// Unknown keys are kept so Kafka's server.properties files load unchanged, and each is warned
-// about once, as Kafka does ("The configuration X was supplied but isn't a known config").
+// Props are configuration settings and where each was set (Origin: "server.properties:12" or
+// "--set"), for the messages that refuse a bad value at start.
+type Props struct {
+	Values map[string]string
+	Origin map[string]string
+}
+
+// NewConfig returns a configuration with every key at its default, then props applied (see
+// NewConfigFrom).
 func NewConfig(props map[string]string) (*Config, error) {
+	return NewConfigFrom(Props{Values: props})
+}
+
+// NewConfigFrom returns a configuration with every key at its default, then p applied. A value
+// that does not parse as its key's type or is outside its valid range stops the start with one
+// error naming where it was set, the key and the value ("server.properties:12:
+// log.segment.bytes=10: value must be at least 1048576"); a per-listener key
+// (listener.name.<listener>.<key>) is checked as its key. After this check no read of a
+// value can fail to parse (configkeys.go). Unknown keys are kept so Kafka's server.properties
+// files load unchanged, and each is warned about once, as Kafka does ("The configuration X was
+// supplied but isn't a known config").
+func NewConfigFrom(p Props) (*Config, error) {
 	c := &Config{static: map[string]string{}, dynamic: map[string]string{}}
-	var unknown []string
-	for k, v := range props {
-		if d, ok := brokerDefByName[k]; ok {
-			if err := validateValue(*d, v); err != nil {
-				return nil, err
+	var unknown, bad []string
+	errs := map[string]error{}
+	for k, v := range p.Values {
+		d, ok := brokerDefByName[k]
+		if !ok {
+			if base, isListener := listenerBaseKey(k); isListener {
+				d, ok = brokerDefByName[base]
+				if !ok { // per-listener keys weir does not define (JAAS lines): read by prefix
+					c.static[k] = v
+					continue
+				}
+				dd := *d
+				dd.Name = k
+				d = &dd
 			}
-		} else if !strings.HasPrefix(k, "listener.name.") { // per-listener keys are read by prefix
+		}
+		if !ok {
 			unknown = append(unknown, k)
+		} else if err := validateValue(*d, v); err != nil {
+			if o := p.Origin[k]; o != "" {
+				err = fmt.Errorf("%s: %w", o, err)
+			}
+			bad = append(bad, k)
+			errs[k] = err
 		}
 		c.static[k] = v
+	}
+	if len(bad) > 0 { // one message: the first bad key in name order
+		sort.Strings(bad)
+		return nil, errs[bad[0]]
 	}
 	sort.Strings(unknown)
 	for _, k := range unknown {
@@ -58,14 +97,31 @@ func NewConfig(props map[string]string) (*Config, error) {
 	return c, nil
 }
 
+// listenerBaseKey splits listener.name.<listener>.<key> into <key>.
+func listenerBaseKey(k string) (string, bool) {
+	rest, ok := strings.CutPrefix(k, "listener.name.")
+	if !ok {
+		return "", false
+	}
+	_, base, ok := strings.Cut(rest, ".")
+	return base, ok && base != ""
+}
+
 // LoadProperties reads a Java-style properties file (key=value or key: value, # and ! comments).
 func LoadProperties(path string) (map[string]string, error) {
+	p, err := ReadProperties(path)
+	return p.Values, err
+}
+
+// ReadProperties reads a Java-style properties file, keeping where each key was set
+// ("path:line") for error messages. A key set twice keeps its last value, as in Java.
+func ReadProperties(path string) (Props, error) {
+	p := Props{Values: map[string]string{}, Origin: map[string]string{}}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config %s: %w", path, err)
+		return p, fmt.Errorf("read config %s: %w", path, err)
 	}
 	defer f.Close()
-	out := map[string]string{}
 	sc := bufio.NewScanner(f)
 	for line := 1; sc.Scan(); line++ {
 		s := strings.TrimSpace(sc.Text())
@@ -74,29 +130,43 @@ func LoadProperties(path string) (map[string]string, error) {
 		}
 		i := strings.IndexAny(s, "=:")
 		if i <= 0 {
-			return nil, fmt.Errorf("read config %s: line %d: expected key=value", path, line)
+			return p, fmt.Errorf("read config %s: line %d: expected key=value", path, line)
 		}
-		out[strings.TrimSpace(s[:i])] = strings.TrimSpace(s[i+1:])
+		k := strings.TrimSpace(s[:i])
+		p.Values[k] = strings.TrimSpace(s[i+1:])
+		p.Origin[k] = path + ":" + strconv.Itoa(line)
 	}
-	return out, sc.Err()
+	return p, sc.Err()
 }
 
-// timeSynonym is a lower-precedence synonym of a millisecond key, in unit milliseconds.
-type timeSynonym struct {
-	key  string
-	unit int64
+// synonymsOf lists each key's lower-precedence synonyms (ConfigDef.SynonymOf) in precedence
+// order: log.retention.ms has log.retention.minutes, then log.retention.hours.
+var synonymsOf = func() map[string][]*ConfigDef {
+	m := map[string][]*ConfigDef{}
+	for i := range brokerConfigDefs {
+		if d := &brokerConfigDefs[i]; d.SynonymOf != "" {
+			m[d.SynonymOf] = append(m[d.SynonymOf], d)
+		}
+	}
+	return m
+}()
+
+// scaled converts a synonym's value to its key's unit; a negative value means -1 (unlimited),
+// as in Kafka. The value was validated: it parses.
+func scaled(syn *ConfigDef, v string) string {
+	n, _ := strconv.ParseInt(v, 10, 64)
+	if n < 0 {
+		return "-1"
+	}
+	return strconv.FormatInt(n*syn.Scale, 10)
 }
 
-// timeSynonyms are Kafka's synonyms of the millisecond keys, in precedence order:
-// log.retention.ms wins over log.retention.minutes, which wins over log.retention.hours.
-var timeSynonyms = map[string][]timeSynonym{
-	"log.retention.ms": {{"log.retention.minutes", 60_000}, {"log.retention.hours", 3_600_000}},
-	"log.roll.ms":      {{"log.roll.hours", 3_600_000}},
-}
-
-// Get returns a key's value and its source ("DYNAMIC_BROKER_CONFIG", "STATIC_BROKER_CONFIG" or
-// "DEFAULT_CONFIG"). A millisecond key that is not set takes the value of its first synonym
-// that is (timeSynonyms), converted; a negative synonym means -1 (unlimited), as in Kafka.
+// Get returns a key's effective value and its source ("DYNAMIC_BROKER_CONFIG",
+// "STATIC_BROKER_CONFIG" or "DEFAULT_CONFIG"; "" for a key that is neither set nor defined), with
+// Kafka's precedence over synonyms: the key's dynamic value, its static value, its synonyms'
+// static values (converted) in order, its default, then its synonyms' defaults: log.retention.ms
+// unset with log.retention.hours=24 is 86400000. Code reads values through the typed keys
+// (configkeys.go); Get serves them and DescribeConfigs.
 func (c *Config) Get(key string) (value, source string) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -106,22 +176,23 @@ func (c *Config) Get(key string) (value, source string) {
 	if v, ok := c.static[key]; ok {
 		return v, "STATIC_BROKER_CONFIG"
 	}
-	for _, syn := range timeSynonyms[key] {
-		if v, ok := c.static[syn.key]; ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				break // validated at start: cannot happen
-			}
-			if n < 0 {
-				return "-1", "STATIC_BROKER_CONFIG"
-			}
-			return strconv.FormatInt(n*syn.unit, 10), "STATIC_BROKER_CONFIG"
+	for _, syn := range synonymsOf[key] {
+		if v, ok := c.static[syn.Name]; ok {
+			return scaled(syn, v), "STATIC_BROKER_CONFIG"
 		}
 	}
-	if d, ok := brokerDefByName[key]; ok {
-		return d.Default, "DEFAULT_CONFIG"
+	d, ok := brokerDefByName[key]
+	if !ok {
+		return "", ""
 	}
-	return "", ""
+	if d.Default == "" {
+		for _, syn := range synonymsOf[key] {
+			if syn.Default != "" {
+				return scaled(syn, syn.Default), "DEFAULT_CONFIG"
+			}
+		}
+	}
+	return d.Default, "DEFAULT_CONFIG"
 }
 
 // SetDynamic sets (or, with value nil, removes) a dynamic broker config.
@@ -146,49 +217,35 @@ func (c *Config) SetDynamic(key string, value *string) error {
 	return nil
 }
 
-func (c *Config) str(key string) string { v, _ := c.Get(key); return v }
-
-func (c *Config) int64(key string) int64 {
-	v, err := strconv.ParseInt(c.str(key), 10, 64)
-	if err != nil {
-		d, _ := strconv.ParseInt(brokerDefByName[key].Default, 10, 64)
-		return d
-	}
-	return v
-}
-
-func (c *Config) bool(key string) bool { return c.str(key) == "true" }
-
 // NodeID is node.id (or broker.id when only that is set).
 func (c *Config) NodeID() int32 {
-	if _, src := c.Get("node.id"); src == "DEFAULT_CONFIG" {
-		if b := c.int64("broker.id"); b >= 0 {
+	if !keyNodeID.IsSet(c) {
+		if b := keyBrokerID.Get(c); b >= 0 {
 			return int32(b)
 		}
 	}
-	return int32(c.int64("node.id"))
+	return int32(keyNodeID.Get(c))
 }
 
 // LogDirs is log.dirs (or log.dir).
 func (c *Config) LogDirs() []string {
-	v, src := c.Get("log.dirs")
-	if src == "DEFAULT_CONFIG" {
-		if d := c.str("log.dir"); d != "" {
-			v = d
+	if !keyLogDirs.IsSet(c) {
+		if d := keyLogDir.Get(c); d != "" {
+			return splitList(d)
 		}
 	}
-	return splitList(v)
+	return keyLogDirs.Get(c)
 }
 
 // Listeners parses listeners.
-func (c *Config) Listeners() ([]ListenerSpec, error) { return parseListeners(c.str("listeners")) }
+func (c *Config) Listeners() ([]ListenerSpec, error) { return parseListeners(keyListeners.Get(c)) }
 
 // AdvertisedListeners parses advertised.listeners, falling back to the listeners; an empty or
 // wildcard host is replaced by the machine's hostname so clients get a reachable name.
 func (c *Config) AdvertisedListeners() ([]ListenerSpec, error) {
-	v := c.str("advertised.listeners")
+	v := keyAdvertisedListeners.Get(c)
 	if v == "" {
-		v = c.str("listeners")
+		v = keyListeners.Get(c)
 	}
 	ls, err := parseListeners(v)
 	if err != nil {
@@ -262,11 +319,13 @@ func (c *Config) TopicConfigValue(overrides map[string]string, key string) (valu
 	return d.Default, "DEFAULT_CONFIG", true
 }
 
-// TopicConfigKeys lists every topic-level key, sorted.
+// TopicConfigKeys lists every topic-level key, sorted; internal (test-only) keys are left out.
 func TopicConfigKeys() []string {
 	keys := make([]string, 0, len(topicDefs))
-	for k := range topicDefs {
-		keys = append(keys, k)
+	for k, d := range topicDefs {
+		if !d.Internal {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	return keys
@@ -284,48 +343,30 @@ func BrokerConfigKeys() []string {
 
 // LogConfig builds the engine configuration of a topic from its overrides and the broker's keys.
 func (c *Config) LogConfig(overrides map[string]string) engine.Config {
-	get := func(key string) int64 {
-		v, _, _ := c.TopicConfigValue(overrides, key)
-		n, _ := strconv.ParseInt(v, 10, 64)
-		return n
-	}
-	str := func(key string) string {
-		v, _, _ := c.TopicConfigValue(overrides, key)
-		return v
-	}
-	ratio := func(key string) float64 {
-		v, _, _ := c.TopicConfigValue(overrides, key)
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return -1 // the engine's default
-		}
-		return f
+	segmentBytes := keySegmentBytes.Topic(c, overrides)
+	if v, ok := keyInternalSegmentBytes.TopicOverride(overrides); ok {
+		segmentBytes = v // tests' small segments (Kafka 4.1's internal.segment.bytes)
 	}
 	return engine.Config{
-		SegmentBytes:          get("segment.bytes"),
-		SegmentMs:             get("segment.ms"),
-		RetentionMs:           get("retention.ms"),
-		RetentionBytes:        get("retention.bytes"),
-		IndexIntervalBytes:    int(get("index.interval.bytes")),
-		MaxIndexBytes:         int(get("segment.index.bytes")),
-		MaxMessageBytes:       int(get("max.message.bytes")),
-		FlushIntervalMessages: get("flush.messages"),
-		FlushIntervalMs:       get("flush.ms"),
+		SegmentBytes:          segmentBytes,
+		SegmentMs:             keySegmentMs.Topic(c, overrides),
+		RetentionMs:           keyRetentionMs.Topic(c, overrides),
+		RetentionBytes:        keyRetentionBytes.Topic(c, overrides),
+		IndexIntervalBytes:    keyIndexIntervalBytes.Topic(c, overrides),
+		MaxIndexBytes:         keySegmentIndexBytes.Topic(c, overrides),
+		MaxMessageBytes:       keyMaxMessageBytes.Topic(c, overrides),
+		FlushIntervalMessages: keyFlushMessages.Topic(c, overrides),
+		FlushIntervalMs:       keyFlushMs.Topic(c, overrides),
 		LocalHighWatermark:    true,
 
-		CleanupPolicy:          str("cleanup.policy"),
-		DeleteRetentionMs:      get("delete.retention.ms"),
-		MinCleanableDirtyRatio: ratio("min.cleanable.dirty.ratio"),
-		MinCompactionLagMs:     get("min.compaction.lag.ms"),
+		CleanupPolicy:          keyCleanupPolicy.Topic(c, overrides),
+		DeleteRetentionMs:      keyDeleteRetentionMs.Topic(c, overrides),
+		MinCleanableDirtyRatio: keyMinCleanableDirtyRatio.Topic(c, overrides),
+		MinCompactionLagMs:     keyMinCompactionLagMs.Topic(c, overrides),
 
-		MessageTimestampType:        str("message.timestamp.type"),
+		MessageTimestampType:        keyMessageTimestampType.Topic(c, overrides),
 		CheckTimestamps:             true,
-		MessageTimestampBeforeMaxMs: get("message.timestamp.before.max.ms"),
-		MessageTimestampAfterMaxMs:  get("message.timestamp.after.max.ms"),
+		MessageTimestampBeforeMaxMs: keyMessageTimestampBeforeMaxMs.Topic(c, overrides),
+		MessageTimestampAfterMaxMs:  keyMessageTimestampAfterMaxMs.Topic(c, overrides),
 	}
-}
-
-// duration reads a *.ms key.
-func (c *Config) duration(key string) time.Duration {
-	return time.Duration(c.int64(key)) * time.Millisecond
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -20,97 +21,118 @@ const (
 	TypePassword ConfigType = "PASSWORD"
 )
 
-// ConfigDef defines one broker config key (server.properties), with its default and meaning.
-// Topic is the topic-level key the broker key provides the default for, if any.
+// ConfigDef defines one config key: the single definition of its type, unit, default, valid
+// values, whether it can change at run time, its scope and its synonyms. Broker keys are in
+// brokerConfigDefs; Topic names the topic-level key a broker key provides the default for (scope
+// "broker, default of a topic key"); topic-only keys are in topicOnlyConfigDefs. Code reads a
+// key through its typed accessor (configkeys.go), never by its name.
 type ConfigDef struct {
-	Name    string
-	Type    ConfigType
+	Name string
+	Type ConfigType
+	// Unit of a numeric value: ms, hours, bytes, or what is counted; "" when it has none.
+	Unit    string
 	Default string
-	Doc     string
+	// Valid is the range or the enumeration of valid values (Kafka's validator for the key);
+	// nil accepts every value of the type.
+	Valid Validator
+	// TopicValid is the topic key's validator when it differs from the broker key's (Kafka
+	// accepts any log.retention.ms, a negative one meaning -1, but retention.ms only from -1).
+	TopicValid Validator
+	Doc        string
 	// Dynamic keys can be changed at run time with IncrementalAlterConfigs.
 	Dynamic bool
 	Topic   string
+	// SynonymOf names the key this one is a lower-precedence synonym of (Kafka's synonyms:
+	// log.retention.hours of log.retention.ms); Scale converts its value to that key's unit.
+	// Synonyms of one key take precedence in the order they are defined.
+	SynonymOf string
+	Scale     int64
+	// Internal keys are for tests (Kafka 4's internal.* keys): accepted, documented as such,
+	// not listed by DescribeConfigs.
+	Internal bool
 }
 
 // brokerConfigDefs is every broker key weir understands. Kafka's names and defaults, except
 // log.flush.interval.messages: weir acknowledges durably by default (group commit keeps it cheap).
 var brokerConfigDefs = []ConfigDef{
-	{Name: "node.id", Type: TypeInt, Default: "1", Doc: "This broker's id."},
-	{Name: "broker.id", Type: TypeInt, Default: "-1", Doc: "Alias of node.id kept for older tools; node.id wins when both are set."},
+	{Name: "node.id", Type: TypeInt, Default: "1", Valid: atLeast(0), Doc: "This broker's id."},
+	{Name: "broker.id", Type: TypeInt, Default: "-1", Valid: atLeast(-1), Doc: "Alias of node.id kept for older tools; node.id wins when both are set."},
 	{Name: "listeners", Type: TypeList, Default: "PLAINTEXT://127.0.0.1:9092", Doc: "Listeners to bind: NAME://host:port, comma-separated. An empty host binds every interface."},
 	{Name: "advertised.listeners", Type: TypeList, Default: "", Doc: "Addresses sent to clients in Metadata; empty = the listeners (an empty or 0.0.0.0 host is replaced by the machine's hostname)."},
 	{Name: "log.dirs", Type: TypeList, Default: "./data", Doc: "Directories holding the partition logs."},
 	{Name: "log.dir", Type: TypeString, Default: "", Doc: "Single log directory, used when log.dirs is not set."},
 	{Name: "cluster.id", Type: TypeString, Default: "", Doc: "Cluster id reported in Metadata; generated and stored in meta.properties when empty."},
-	{Name: "num.partitions", Type: TypeInt, Default: "1", Doc: "Partitions of an auto-created topic, or of CreateTopics with -1.", Dynamic: false},
-	{Name: "default.replication.factor", Type: TypeShort, Default: "1", Doc: "Replication factor of auto-created topics."},
+	{Name: "num.partitions", Type: TypeInt, Unit: "partitions", Default: "1", Valid: atLeast(1), Doc: "Partitions of an auto-created topic, or of CreateTopics with -1.", Dynamic: false},
+	{Name: "default.replication.factor", Type: TypeShort, Unit: "replicas", Default: "1", Valid: atLeast(1), Doc: "Replication factor of auto-created topics."},
 	{Name: "auto.create.topics.enable", Type: TypeBoolean, Default: "true", Doc: "Create a topic when Metadata names an unknown one and allows auto creation."},
 	{Name: "delete.topic.enable", Type: TypeBoolean, Default: "true", Doc: "Allow DeleteTopics."},
-	{Name: "message.max.bytes", Type: TypeInt, Default: "1048588", Doc: "Largest record batch accepted.", Dynamic: true, Topic: "max.message.bytes"},
-	{Name: "log.segment.bytes", Type: TypeInt, Default: "1073741824", Doc: "Segment size before a roll.", Dynamic: true, Topic: "segment.bytes"},
-	{Name: "log.roll.ms", Type: TypeLong, Default: "604800000", Doc: "Roll a segment whose first batch is older than this. When unset, log.roll.hours gives it (Kafka's precedence).", Dynamic: true, Topic: "segment.ms"},
-	{Name: "log.roll.hours", Type: TypeInt, Default: "168", Doc: "log.roll.ms in hours, used when log.roll.ms is not set."},
-	{Name: "log.retention.ms", Type: TypeLong, Default: "604800000", Doc: "Delete segments whose newest record is older than this; -1 keeps them. When unset, log.retention.minutes, else log.retention.hours gives it (Kafka's precedence).", Dynamic: true, Topic: "retention.ms"},
-	{Name: "log.retention.minutes", Type: TypeInt, Default: "", Doc: "log.retention.ms in minutes, used when log.retention.ms is not set (a negative value keeps segments)."},
-	{Name: "log.retention.hours", Type: TypeInt, Default: "168", Doc: "log.retention.ms in hours, used when neither log.retention.ms nor log.retention.minutes is set (a negative value keeps segments)."},
-	{Name: "log.retention.bytes", Type: TypeLong, Default: "-1", Doc: "Delete oldest segments while a partition is larger than this; -1 = no limit.", Dynamic: true, Topic: "retention.bytes"},
-	{Name: "log.retention.check.interval.ms", Type: TypeLong, Default: "300000", Doc: "How often retention runs."},
-	{Name: "log.index.interval.bytes", Type: TypeInt, Default: "4096", Doc: "Bytes between offset index entries.", Dynamic: true, Topic: "index.interval.bytes"},
-	{Name: "log.index.size.max.bytes", Type: TypeInt, Default: "10485760", Doc: "Maximum size of a segment's offset or time index.", Dynamic: true, Topic: "segment.index.bytes"},
-	{Name: "log.flush.interval.messages", Type: TypeLong, Default: "1", Doc: "Unflushed messages that force an fdatasync. 1 (weir's default) = every acknowledged write is durable (group commit); larger = acknowledge from the page cache as Kafka's default does.", Dynamic: true, Topic: "flush.messages"},
-	{Name: "log.flush.interval.ms", Type: TypeLong, Default: "0", Doc: "Also fdatasync when the oldest unflushed write is this old; 0 disables.", Dynamic: true, Topic: "flush.ms"},
-	{Name: "log.cleanup.policy", Type: TypeList, Default: "delete", Doc: "delete, compact, or both.", Dynamic: true, Topic: "cleanup.policy"},
-	{Name: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime", Doc: "CreateTime keeps the producer's record timestamps (checked against the two bounds below); LogAppendTime stamps each appended batch with the broker's clock (timestamp-type attribute set, maxTimestamp = now, CRC recomputed) and returns that time in the Produce response.", Dynamic: true, Topic: "message.timestamp.type"},
-	{Name: "log.message.timestamp.before.max.ms", Type: TypeLong, Default: "9223372036854775807", Doc: "Largest allowed age of a CreateTime record timestamp: a batch holding a record older than the broker's clock minus this is refused (INVALID_TIMESTAMP). Ignored under LogAppendTime.", Dynamic: true, Topic: "message.timestamp.before.max.ms"},
-	{Name: "log.message.timestamp.after.max.ms", Type: TypeLong, Default: "3600000", Doc: "Largest allowed lead of a CreateTime record timestamp over the broker's clock (Kafka 4's default, one hour): a batch holding a later record is refused (INVALID_TIMESTAMP). A far-future timestamp would keep its segment, and every later one, from time retention. Ignored under LogAppendTime.", Dynamic: true, Topic: "message.timestamp.after.max.ms"},
-	{Name: "compression.type", Type: TypeString, Default: "producer", Doc: "Stored compression; weir stores batches as the producer sent them.", Dynamic: true, Topic: "compression.type"},
-	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", Doc: "Minimum in-sync replicas for acks=all.", Dynamic: true, Topic: "min.insync.replicas"},
+	{Name: "message.max.bytes", Type: TypeInt, Unit: "bytes", Default: "1048588", Valid: atLeast(0), Doc: "Largest record batch accepted.", Dynamic: true, Topic: "max.message.bytes"},
+	{Name: "log.segment.bytes", Type: TypeInt, Unit: "bytes", Default: "1073741824", Valid: atLeast(1048576), Doc: "Segment size before a roll. At least 1 MiB, as in Kafka 4 (KIP-1030); tests that need small segments set the topic key internal.segment.bytes.", Dynamic: true, Topic: "segment.bytes"},
+	{Name: "log.roll.ms", Type: TypeLong, Unit: "ms", Default: "", Valid: atLeast(1), Doc: "Roll a segment whose first batch is older than this. When unset, log.roll.hours gives it (Kafka's precedence and default: 168 hours).", Dynamic: true, Topic: "segment.ms"},
+	{Name: "log.roll.hours", Type: TypeInt, Unit: "hours", Default: "168", Valid: atLeast(1), Doc: "log.roll.ms in hours, used when log.roll.ms is not set.", SynonymOf: "log.roll.ms", Scale: 3_600_000},
+	{Name: "log.retention.ms", Type: TypeLong, Unit: "ms", Default: "", TopicValid: atLeast(-1), Doc: "Delete segments whose newest record is older than this; a negative value keeps them (-1). When unset, log.retention.minutes, else log.retention.hours gives it (Kafka's precedence and default: 168 hours).", Dynamic: true, Topic: "retention.ms"},
+	{Name: "log.retention.minutes", Type: TypeInt, Unit: "minutes", Default: "", Doc: "log.retention.ms in minutes, used when log.retention.ms is not set (a negative value keeps segments).", SynonymOf: "log.retention.ms", Scale: 60_000},
+	{Name: "log.retention.hours", Type: TypeInt, Unit: "hours", Default: "168", Doc: "log.retention.ms in hours, used when neither log.retention.ms nor log.retention.minutes is set (a negative value keeps segments).", SynonymOf: "log.retention.ms", Scale: 3_600_000},
+	{Name: "log.retention.bytes", Type: TypeLong, Unit: "bytes", Default: "-1", Doc: "Delete oldest segments while a partition is larger than this; -1 = no limit.", Dynamic: true, Topic: "retention.bytes"},
+	{Name: "log.retention.check.interval.ms", Type: TypeLong, Unit: "ms", Default: "300000", Valid: atLeast(1), Doc: "How often retention runs."},
+	{Name: "log.index.interval.bytes", Type: TypeInt, Unit: "bytes", Default: "4096", Valid: atLeast(0), Doc: "Bytes between offset index entries.", Dynamic: true, Topic: "index.interval.bytes"},
+	{Name: "log.index.size.max.bytes", Type: TypeInt, Unit: "bytes", Default: "10485760", Valid: atLeast(4), Doc: "Maximum size of a segment's offset or time index.", Dynamic: true, Topic: "segment.index.bytes"},
+	{Name: "log.flush.interval.messages", Type: TypeLong, Unit: "messages", Default: "1", Valid: atLeast(1), Doc: "Unflushed messages that force an fdatasync. 1 (weir's default) = every acknowledged write is durable (group commit); larger = acknowledge from the page cache as Kafka's default does.", Dynamic: true, Topic: "flush.messages"},
+	{Name: "log.flush.interval.ms", Type: TypeLong, Unit: "ms", Default: "0", Valid: atLeast(0), Doc: "Also fdatasync when the oldest unflushed write is this old; 0 disables.", Dynamic: true, Topic: "flush.ms"},
+	{Name: "log.cleanup.policy", Type: TypeList, Default: "delete", Valid: listOf("compact", "delete"), Doc: "delete, compact, or both.", Dynamic: true, Topic: "cleanup.policy"},
+	{Name: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime", Valid: oneOf("CreateTime", "LogAppendTime"), Doc: "CreateTime keeps the producer's record timestamps (checked against the two bounds below); LogAppendTime stamps each appended batch with the broker's clock (timestamp-type attribute set, maxTimestamp = now, CRC recomputed) and returns that time in the Produce response.", Dynamic: true, Topic: "message.timestamp.type"},
+	{Name: "log.message.timestamp.before.max.ms", Type: TypeLong, Unit: "ms", Default: "9223372036854775807", Valid: atLeast(0), Doc: "Largest allowed age of a CreateTime record timestamp: a batch holding a record older than the broker's clock minus this is refused (INVALID_TIMESTAMP). Ignored under LogAppendTime.", Dynamic: true, Topic: "message.timestamp.before.max.ms"},
+	{Name: "log.message.timestamp.after.max.ms", Type: TypeLong, Unit: "ms", Default: "3600000", Valid: atLeast(0), Doc: "Largest allowed lead of a CreateTime record timestamp over the broker's clock (Kafka 4's default, one hour): a batch holding a later record is refused (INVALID_TIMESTAMP). A far-future timestamp would keep its segment, and every later one, from time retention. Ignored under LogAppendTime.", Dynamic: true, Topic: "message.timestamp.after.max.ms"},
+	{Name: "compression.type", Type: TypeString, Default: "producer", Valid: oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), Doc: "Stored compression; weir stores batches as the producer sent them.", Dynamic: true, Topic: "compression.type"},
+	{Name: "min.insync.replicas", Type: TypeInt, Unit: "replicas", Default: "1", Valid: atLeast(1), Doc: "Minimum in-sync replicas for acks=all.", Dynamic: true, Topic: "min.insync.replicas"},
 	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", Doc: "Allow leaders from outside the ISR.", Dynamic: true, Topic: "unclean.leader.election.enable"},
-	{Name: "log.cleaner.delete.retention.ms", Type: TypeLong, Default: "86400000", Doc: "How long compaction keeps tombstones.", Dynamic: true, Topic: "delete.retention.ms"},
+	{Name: "log.cleaner.delete.retention.ms", Type: TypeLong, Unit: "ms", Default: "86400000", Valid: atLeast(0), Doc: "How long compaction keeps tombstones.", Dynamic: true, Topic: "delete.retention.ms"},
 	{Name: "log.cleaner.enable", Type: TypeBoolean, Default: "true", Doc: "Run the log cleaner (compaction of cleanup.policy=compact topics, __consumer_offsets among them)."},
-	{Name: "log.cleaner.threads", Type: TypeInt, Default: "1", Doc: "Log cleaner goroutines."},
-	{Name: "log.cleaner.backoff.ms", Type: TypeLong, Default: "15000", Doc: "Sleep of the cleaner when no log is dirty enough."},
-	{Name: "log.cleaner.dedupe.buffer.size", Type: TypeLong, Default: "134217728", Doc: "Memory for the cleaners' key-to-offset maps, all threads together."},
-	{Name: "log.cleaner.io.buffer.size", Type: TypeInt, Default: "524288", Doc: "Read and write buffer of each cleaner thread."},
-	{Name: "log.cleaner.io.max.bytes.per.second", Type: TypeLong, Default: "0", Doc: "Cap on the cleaners' I/O; 0 = unbounded."},
-	{Name: "socket.request.max.bytes", Type: TypeInt, Default: "104857600", Doc: "Largest request frame; larger closes the connection."},
-	{Name: "max.connections", Type: TypeInt, Default: "2147483647", Doc: "Maximum client connections over all listeners (read at start). At the limit a listener stops accepting (new connections wait in the kernel's backlog) until one closes, as Kafka does; the inter-broker listener is exempt from this broker-wide limit. Per listener: listener.name.<name>.max.connections."},
-	{Name: "max.connections.per.ip", Type: TypeInt, Default: "2147483647", Doc: "Maximum connections from one IP address (read at start); a connection over it is closed at once, as Kafka does. 0 is allowed only with max.connections.per.ip.overrides."},
+	{Name: "log.cleaner.threads", Type: TypeInt, Unit: "threads", Default: "1", Valid: atLeast(0), Doc: "Log cleaner goroutines."},
+	{Name: "log.cleaner.backoff.ms", Type: TypeLong, Unit: "ms", Default: "15000", Valid: atLeast(0), Doc: "Sleep of the cleaner when no log is dirty enough."},
+	{Name: "log.cleaner.dedupe.buffer.size", Type: TypeLong, Unit: "bytes", Default: "134217728", Doc: "Memory for the cleaners' key-to-offset maps, all threads together."},
+	{Name: "log.cleaner.io.buffer.size", Type: TypeInt, Unit: "bytes", Default: "524288", Valid: atLeast(0), Doc: "Read and write buffer of each cleaner thread."},
+	{Name: "log.cleaner.io.max.bytes.per.second", Type: TypeDouble, Unit: "bytes/s", Default: "0", Valid: atLeast(0), Doc: "Cap on the cleaners' I/O; 0 = unbounded (Kafka's default is the largest double)."},
+	{Name: "log.cleaner.min.cleanable.ratio", Type: TypeDouble, Default: "0.5", Valid: between(0, 1), Doc: "Dirty ratio (bytes not yet compacted over the whole log) that makes a cleanup.policy=compact log eligible for compaction.", Dynamic: true, Topic: "min.cleanable.dirty.ratio"},
+	{Name: "log.cleaner.min.compaction.lag.ms", Type: TypeLong, Unit: "ms", Default: "0", Valid: atLeast(0), Doc: "Minimum age of a record before compaction may remove it.", Dynamic: true, Topic: "min.compaction.lag.ms"},
+	{Name: "socket.request.max.bytes", Type: TypeInt, Unit: "bytes", Default: "104857600", Valid: atLeast(1), Doc: "Largest request frame; larger closes the connection."},
+	{Name: "max.connections", Type: TypeInt, Unit: "connections", Default: "2147483647", Valid: atLeast(0), Doc: "Maximum client connections over all listeners (read at start). At the limit a listener stops accepting (new connections wait in the kernel's backlog) until one closes, as Kafka does; the inter-broker listener is exempt from this broker-wide limit. Per listener: listener.name.<name>.max.connections."},
+	{Name: "max.connections.per.ip", Type: TypeInt, Unit: "connections", Default: "2147483647", Valid: atLeast(0), Doc: "Maximum connections from one IP address (read at start); a connection over it is closed at once, as Kafka does. 0 is allowed only with max.connections.per.ip.overrides."},
 	{Name: "max.connections.per.ip.overrides", Type: TypeString, Default: "", Doc: "Per-IP or per-hostname limits overriding max.connections.per.ip: host:count or ip:count, comma-separated (read at start; hostnames are resolved then)."},
-	{Name: "max.connection.creation.rate", Type: TypeInt, Default: "2147483647", Doc: "New connections accepted a second over all listeners but the inter-broker one, after a burst of one second's worth (read at start); faster, the listeners wait before accepting, as Kafka throttles its acceptor. Per listener: listener.name.<name>.max.connection.creation.rate (applies to the inter-broker listener too)."},
-	{Name: "queued.max.requests", Type: TypeInt, Default: "500", Doc: "Requests read and not yet handled, over every connection; at the limit readers wait (connections are muted) instead of reading. Like Kafka, a request that was handled and waits for its reply (a parked long poll, a produce waiting for fdatasync or acks=all) no longer counts."},
-	{Name: "queued.max.request.bytes", Type: TypeLong, Default: "0", Doc: "Bytes of request frames the broker holds over every connection: counted from a frame's size prefix until its reply is written (a produce's frame until its records are appended: the records are in the log, so the reply waiting for fdatasync or acks=all holds nothing). At the limit readers wait (muted) instead of reading; a frame always fits when nothing else is held, and frames of at most 64 KiB may use a reserve of 1/16 more, so the small requests that complete other replies (follower fetches, group requests) are still read. A positive value must be at least socket.request.max.bytes (Kafka's rule). -1 = unbounded (Kafka's default, which 0 also means in Kafka). 0 (weir's default) = a quarter of the memory the process may use (cgroup memory.max, else physical memory), at least socket.request.max.bytes: unbounded lets enough connections each sending socket.request.max.bytes exhaust memory and take every client down with the broker."},
-	{Name: "queued.max.request.bytes.per.connection", Type: TypeLong, Default: "0", Doc: "weir: bytes of request frames one connection may hold (read or being read, not yet released, as for queued.max.request.bytes); over it the connection is muted until its earlier replies are written. One frame always fits when the connection holds nothing else. 0 = the larger of socket.request.max.bytes and 8 MiB: Kafka holds one request per connection; weir pipelines up to that much."},
-	{Name: "connections.max.idle.ms", Type: TypeLong, Default: "600000", Doc: "Close connections idle this long."},
-	{Name: "num.recovery.threads.per.data.dir", Type: TypeInt, Default: "2", Doc: "Threads opening and recovering partition logs per log dir at start."},
-	{Name: "log.flush.offset.checkpoint.interval.ms", Type: TypeInt, Default: "60000", Doc: "How often the recovery-point checkpoint is written."},
-	{Name: "offsets.topic.num.partitions", Type: TypeInt, Default: "50", Doc: "Partitions of __consumer_offsets."},
-	{Name: "offsets.topic.replication.factor", Type: TypeShort, Default: "1", Doc: "Replication factor of __consumer_offsets."},
-	{Name: "offsets.topic.segment.bytes", Type: TypeInt, Default: "104857600", Doc: "segment.bytes of __consumer_offsets (small segments let compaction reclaim space sooner)."},
-	{Name: "offsets.retention.minutes", Type: TypeInt, Default: "10080", Doc: "Committed offsets of a group expire this long after the group became empty (standalone commits: after the commit)."},
-	{Name: "offsets.retention.check.interval.ms", Type: TypeLong, Default: "600000", Doc: "How often expired offsets and empty groups are removed."},
-	{Name: "offset.metadata.max.bytes", Type: TypeInt, Default: "4096", Doc: "Largest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE beyond)."},
-	{Name: "group.initial.rebalance.delay.ms", Type: TypeInt, Default: "3000", Doc: "How long a group coming from Empty waits for more members before its first rebalance (extended while members keep joining, up to the rebalance timeout)."},
-	{Name: "group.min.session.timeout.ms", Type: TypeInt, Default: "6000", Doc: "Smallest session timeout a member may ask for (INVALID_SESSION_TIMEOUT below)."},
-	{Name: "group.max.session.timeout.ms", Type: TypeInt, Default: "1800000", Doc: "Largest session timeout a member may ask for (INVALID_SESSION_TIMEOUT above)."},
-	{Name: "group.max.size", Type: TypeInt, Default: "2147483647", Doc: "Most members a consumer group may have (GROUP_MAX_SIZE_REACHED beyond)."},
-	{Name: "producer.id.expiration.ms", Type: TypeInt, Default: "86400000", Doc: "Forget an idempotent producer's state after this long without writes.", Dynamic: true},
+	{Name: "max.connection.creation.rate", Type: TypeInt, Unit: "connections/s", Default: "2147483647", Valid: atLeast(0), Doc: "New connections accepted a second over all listeners but the inter-broker one, after a burst of one second's worth (read at start); faster, the listeners wait before accepting, as Kafka throttles its acceptor. Per listener: listener.name.<name>.max.connection.creation.rate (applies to the inter-broker listener too)."},
+	{Name: "queued.max.requests", Type: TypeInt, Unit: "requests", Default: "500", Valid: atLeast(1), Doc: "Requests read and not yet handled, over every connection; at the limit readers wait (connections are muted) instead of reading. Like Kafka, a request that was handled and waits for its reply (a parked long poll, a produce waiting for fdatasync or acks=all) no longer counts."},
+	{Name: "queued.max.request.bytes", Type: TypeLong, Unit: "bytes", Default: "0", Valid: atLeast(-1), Doc: "Bytes of request frames the broker holds over every connection: counted from a frame's size prefix until its reply is written (a produce's frame until its records are appended: the records are in the log, so the reply waiting for fdatasync or acks=all holds nothing). At the limit readers wait (muted) instead of reading; a frame always fits when nothing else is held, and frames of at most 64 KiB may use a reserve of 1/16 more, so the small requests that complete other replies (follower fetches, group requests) are still read. A positive value must be at least socket.request.max.bytes (Kafka's rule). -1 = unbounded (Kafka's default, which 0 also means in Kafka). 0 (weir's default) = a quarter of the memory the process may use (cgroup memory.max, else physical memory), at least socket.request.max.bytes: unbounded lets enough connections each sending socket.request.max.bytes exhaust memory and take every client down with the broker."},
+	{Name: "queued.max.request.bytes.per.connection", Type: TypeLong, Default: "0", Valid: atLeast(0), Doc: "weir: bytes of request frames one connection may hold (read or being read, not yet released, as for queued.max.request.bytes); over it the connection is muted until its earlier replies are written. One frame always fits when the connection holds nothing else. 0 = the larger of socket.request.max.bytes and 8 MiB: Kafka holds one request per connection; weir pipelines up to that much."},
+	{Name: "connections.max.idle.ms", Type: TypeLong, Unit: "ms", Default: "600000", Doc: "Close connections idle this long."},
+	{Name: "num.recovery.threads.per.data.dir", Type: TypeInt, Unit: "threads", Default: "2", Valid: atLeast(1), Doc: "Threads opening and recovering partition logs per log dir at start."},
+	{Name: "log.flush.offset.checkpoint.interval.ms", Type: TypeInt, Unit: "ms", Default: "60000", Valid: atLeast(0), Doc: "How often the recovery-point checkpoint is written."},
+	{Name: "offsets.topic.num.partitions", Type: TypeInt, Unit: "partitions", Default: "50", Valid: atLeast(1), Doc: "Partitions of __consumer_offsets."},
+	{Name: "offsets.topic.replication.factor", Type: TypeShort, Unit: "replicas", Default: "1", Valid: atLeast(1), Doc: "Replication factor of __consumer_offsets."},
+	{Name: "offsets.topic.segment.bytes", Type: TypeInt, Unit: "bytes", Default: "104857600", Valid: atLeast(1), Doc: "segment.bytes of __consumer_offsets (small segments let compaction reclaim space sooner)."},
+	{Name: "offsets.retention.minutes", Type: TypeInt, Unit: "minutes", Default: "10080", Valid: atLeast(1), Doc: "Committed offsets of a group expire this long after the group became empty (standalone commits: after the commit)."},
+	{Name: "offsets.retention.check.interval.ms", Type: TypeLong, Unit: "ms", Default: "600000", Valid: atLeast(1), Doc: "How often expired offsets and empty groups are removed."},
+	{Name: "offset.metadata.max.bytes", Type: TypeInt, Unit: "bytes", Default: "4096", Doc: "Largest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE beyond)."},
+	{Name: "group.initial.rebalance.delay.ms", Type: TypeInt, Unit: "ms", Default: "3000", Doc: "How long a group coming from Empty waits for more members before its first rebalance (extended while members keep joining, up to the rebalance timeout)."},
+	{Name: "group.min.session.timeout.ms", Type: TypeInt, Unit: "ms", Default: "6000", Doc: "Smallest session timeout a member may ask for (INVALID_SESSION_TIMEOUT below)."},
+	{Name: "group.max.session.timeout.ms", Type: TypeInt, Unit: "ms", Default: "1800000", Doc: "Largest session timeout a member may ask for (INVALID_SESSION_TIMEOUT above)."},
+	{Name: "group.max.size", Type: TypeInt, Unit: "members", Default: "2147483647", Valid: atLeast(1), Doc: "Most members a consumer group may have (GROUP_MAX_SIZE_REACHED beyond)."},
+	{Name: "producer.id.expiration.ms", Type: TypeInt, Unit: "ms", Default: "86400000", Valid: atLeast(1), Doc: "Forget an idempotent producer's state after this long without writes.", Dynamic: true},
 	{Name: "controller.quorum.voters", Type: TypeList, Default: "", Doc: "The metadata quorum: id@host:port of every voter, comma-separated (Kafka's format). The address is the voter's Raft and controller port. Empty = a single broker that is its own one-node quorum."},
 	{Name: "controller.listener", Type: TypeString, Default: "", Doc: "host:port of this broker's Raft and controller port when it is not a voter (a voter uses its address in controller.quorum.voters)."},
 	{Name: "metadata.log.dir", Type: TypeString, Default: "", Doc: "Where the metadata log (Raft log, snapshots) is kept; empty = the first log dir (in weir-metadata)."},
-	{Name: "broker.session.timeout.ms", Type: TypeInt, Default: "2000", Doc: "A broker that has not heartbeated to the controller for this long is fenced and loses its leaderships (Kafka: 9000; weir's default keeps failover under 3 s)."},
-	{Name: "broker.heartbeat.interval.ms", Type: TypeInt, Default: "500", Doc: "How often a broker heartbeats to the controller."},
-	{Name: "replica.lag.time.max.ms", Type: TypeLong, Default: "30000", Doc: "A follower that has not caught up with the leader's log end for this long leaves the ISR."},
-	{Name: "replica.fetch.wait.max.ms", Type: TypeInt, Default: "500", Doc: "Longest wait of a follower's fetch at its leader."},
-	{Name: "replica.fetch.max.bytes", Type: TypeInt, Default: "1048576", Doc: "Bytes a follower fetches per partition per request (at least one batch)."},
-	{Name: "replica.fetch.response.max.bytes", Type: TypeInt, Default: "10485760", Doc: "Bytes a follower fetches per request."},
-	{Name: "replica.fetch.backoff.ms", Type: TypeInt, Default: "1000", Doc: "Wait of a follower after a fetch error."},
+	{Name: "broker.session.timeout.ms", Type: TypeInt, Unit: "ms", Default: "2000", Valid: atLeast(1), Doc: "A broker that has not heartbeated to the controller for this long is fenced and loses its leaderships (Kafka: 9000; weir's default keeps failover under 3 s)."},
+	{Name: "broker.heartbeat.interval.ms", Type: TypeInt, Unit: "ms", Default: "500", Valid: atLeast(1), Doc: "How often a broker heartbeats to the controller."},
+	{Name: "replica.lag.time.max.ms", Type: TypeLong, Unit: "ms", Default: "30000", Doc: "A follower that has not caught up with the leader's log end for this long leaves the ISR."},
+	{Name: "replica.fetch.wait.max.ms", Type: TypeInt, Unit: "ms", Default: "500", Doc: "Longest wait of a follower's fetch at its leader."},
+	{Name: "replica.fetch.max.bytes", Type: TypeInt, Unit: "bytes", Default: "1048576", Valid: atLeast(0), Doc: "Bytes a follower fetches per partition per request (at least one batch)."},
+	{Name: "replica.fetch.response.max.bytes", Type: TypeInt, Unit: "bytes", Default: "10485760", Valid: atLeast(0), Doc: "Bytes a follower fetches per request."},
+	{Name: "replica.fetch.backoff.ms", Type: TypeInt, Unit: "ms", Default: "1000", Valid: atLeast(0), Doc: "Wait of a follower after a fetch error."},
 	{Name: "controlled.shutdown.enable", Type: TypeBoolean, Default: "true", Doc: "On SIGTERM, move this broker's leaderships to other in-sync replicas before stopping."},
-	{Name: "request.timeout.ms", Type: TypeInt, Default: "30000", Doc: "Bound of broker-to-controller requests (topic creation and deletion, ISR changes)."},
-	{Name: "max.incremental.fetch.session.cache.slots", Type: TypeInt, Default: "1000", Doc: "Fetch sessions kept (KIP-227)."},
+	{Name: "request.timeout.ms", Type: TypeInt, Unit: "ms", Default: "30000", Doc: "Bound of broker-to-controller requests (topic creation and deletion, ISR changes)."},
+	{Name: "max.incremental.fetch.session.cache.slots", Type: TypeInt, Unit: "sessions", Default: "1000", Valid: atLeast(0), Doc: "Fetch sessions kept (KIP-227)."},
 	// Descriptor and mapping budget of the partitions (broker/budget.go, docs/operations.md).
-	{Name: "storage.descriptor.budget", Type: TypeLong, Default: "-1", Doc: "weir only. Descriptors the partitions' segments may hold (3 per segment: .log, .index, .timeindex); creating partitions (CreateTopics, CreatePartitions, auto-creation, a replica assigned here) or rolling a segment past it is refused (POLICY_VIOLATION, or a retriable KAFKA_STORAGE_ERROR for a roll) instead of running out of descriptors. 0: no budget. -1: the RLIMIT_NOFILE soft limit (raised to the hard limit at start) minus a reserve of 512 plus min(max.connections, a fifth of the limit), at most half the limit, for connections, the metadata store and temporary files. See docs/operations.md."},
-	{Name: "storage.mapping.budget", Type: TypeLong, Default: "-1", Doc: "weir only. Memory mappings the partitions' segments may hold (2 index mappings per segment plus 1 for reads); creating partitions or rolling a segment past it is refused like storage.descriptor.budget. 0: no budget. -1: /proc/sys/vm/max_map_count minus a reserve of max(4096, a tenth of it), at most half of it, for the Go runtime, libraries and thread stacks. See docs/operations.md."},
+	{Name: "storage.descriptor.budget", Type: TypeLong, Unit: "descriptors", Default: "-1", Valid: atLeast(-1), Doc: "weir only. Descriptors the partitions' segments may hold (3 per segment: .log, .index, .timeindex); creating partitions (CreateTopics, CreatePartitions, auto-creation, a replica assigned here) or rolling a segment past it is refused (POLICY_VIOLATION, or a retriable KAFKA_STORAGE_ERROR for a roll) instead of running out of descriptors. 0: no budget. -1: the RLIMIT_NOFILE soft limit (raised to the hard limit at start) minus a reserve of 512 plus min(max.connections, a fifth of the limit), at most half the limit, for connections, the metadata store and temporary files. See docs/operations.md."},
+	{Name: "storage.mapping.budget", Type: TypeLong, Unit: "mappings", Default: "-1", Valid: atLeast(-1), Doc: "weir only. Memory mappings the partitions' segments may hold (2 index mappings per segment plus 1 for reads); creating partitions or rolling a segment past it is refused like storage.descriptor.budget. 0: no budget. -1: /proc/sys/vm/max_map_count minus a reserve of max(4096, a tenth of it), at most half of it, for the Go runtime, libraries and thread stacks. See docs/operations.md."},
 	// Observability: the admin HTTP listener (broker/metrics.go, docs/operations.md).
 	{Name: "metrics.listener", Type: TypeString, Default: "127.0.0.1:9644", Doc: "host:port of the admin HTTP listener serving /metrics (Prometheus text format), /healthz and /readyz; empty disables it. Bind it to a private or loopback interface: it is not authenticated. A listener that cannot be bound is logged and the broker serves clients without it."},
 	{Name: "metrics.pprof.enable", Type: TypeBoolean, Default: "false", Doc: "Also serve Go's pprof profiling endpoints under /debug/pprof/ on metrics.listener."},
@@ -119,15 +141,15 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "ssl.certificate.location", Type: TypeString, Default: "", Doc: "PEM file of the broker's certificate (and its chain) for SSL and SASL_SSL listeners. Per listener: listener.name.<name>.ssl.certificate.location."},
 	{Name: "ssl.key.location", Type: TypeString, Default: "", Doc: "PEM file of the broker certificate's private key (unencrypted)."},
 	{Name: "ssl.ca.location", Type: TypeString, Default: "", Doc: "PEM file of the CA certificates that sign client certificates (needed when ssl.client.auth is requested or required), and that brokers trust for the other brokers' certificates on an SSL or SASL_SSL inter-broker listener (unset: the system's roots)."},
-	{Name: "ssl.client.auth", Type: TypeString, Default: "none", Doc: "Client certificates on SSL listeners: none, requested (verified if sent) or required. The principal is User:<subject DN>. Applies to SASL_SSL listeners only with the listener.name.<name>. prefix."},
+	{Name: "ssl.client.auth", Type: TypeString, Default: "none", Valid: oneOf("none", "requested", "required"), Doc: "Client certificates on SSL listeners: none, requested (verified if sent) or required. The principal is User:<subject DN>. Applies to SASL_SSL listeners only with the listener.name.<name>. prefix."},
 	{Name: "sasl.enabled.mechanisms", Type: TypeList, Default: "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", Doc: "SASL mechanisms served on SASL_PLAINTEXT and SASL_SSL listeners. PLAIN checks the password against the user's SCRAM credential."},
 	// Inter-broker security (broker/interbroker.go, docs/security.md#inter-broker).
 	{Name: "inter.broker.listener.name", Type: TypeString, Default: "", Doc: "Listener followers use to fetch from their leaders: they connect to the leader's advertised endpoint of this name and speak its security protocol (listener.security.protocol.map). Empty: the listener of security.inter.broker.protocol, else the first listener. Must be in listeners and advertised.listeners."},
-	{Name: "security.inter.broker.protocol", Type: TypeString, Default: "", Doc: "Picks the inter-broker listener by protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL): the listener named like it, else the first listener with that protocol. Only one of it and inter.broker.listener.name may be set; with neither, the first listener is used (Kafka's default is PLAINTEXT)."},
+	{Name: "security.inter.broker.protocol", Type: TypeString, Default: "", Valid: oneOf("", "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), Doc: "Picks the inter-broker listener by protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL): the listener named like it, else the first listener with that protocol. Only one of it and inter.broker.listener.name may be set; with neither, the first listener is used (Kafka's default is PLAINTEXT)."},
 	{Name: "sasl.mechanism.inter.broker.protocol", Type: TypeString, Default: "PLAIN", Doc: "SASL mechanism followers authenticate with on a SASL_PLAINTEXT or SASL_SSL inter-broker listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default GSSAPI is not offered). It must be in the listener's sasl.enabled.mechanisms."},
 	{Name: "sasl.jaas.config", Type: TypePassword, Default: "", Doc: "The brokers' own SASL credentials on the inter-broker listener, as a Kafka JAAS line: org.apache.kafka.common.security.scram.ScramLoginModule required username=\"broker\" password=\"...\"; (PlainLoginModule for PLAIN). listener.name.<listener>.<mechanism in lower case>.sasl.jaas.config wins over it. Never logged nor described."},
-	{Name: "sasl.server.max.receive.size", Type: TypeInt, Default: "524288", Doc: "Largest request frame accepted on a SASL listener before the connection authenticated; larger closes it."},
-	{Name: "connection.failed.authentication.delay.ms", Type: TypeInt, Default: "100", Doc: "A failed SASL authentication is answered, and its connection closed, after this delay (on the controller port too, for every refused connection). Failures are also rate-limited per client address (a burst of 10, then 1 per second)."},
+	{Name: "sasl.server.max.receive.size", Type: TypeInt, Unit: "bytes", Default: "524288", Doc: "Largest request frame accepted on a SASL listener before the connection authenticated; larger closes it."},
+	{Name: "connection.failed.authentication.delay.ms", Type: TypeInt, Unit: "ms", Default: "100", Valid: atLeast(0), Doc: "A failed SASL authentication is answered, and its connection closed, after this delay (on the controller port too, for every refused connection). Failures are also rate-limited per client address (a burst of 10, then 1 per second)."},
 	// Controller port security (broker/controllersec.go, docs/security.md#controller-port).
 	{Name: "controller.listener.names", Type: TypeList, Default: "", Doc: "Name of the controller listener (e.g. CONTROLLER): the Raft and controller port of controller.quorum.voters / controller.listener. Its security protocol is its entry in listener.security.protocol.map (SSL, SASL_PLAINTEXT or SASL_SSL; a protocol name maps to itself); its ssl.* and sasl.* keys take the prefix listener.name.<name>. Empty or PLAINTEXT: the port is unauthenticated (a multi-broker cluster warns at start). Only super.users and this broker's own principal on the port may use it; it must not be in listeners."},
 	{Name: "sasl.mechanism.controller.protocol", Type: TypeString, Default: "PLAIN", Doc: "SASL mechanism brokers authenticate with to each other's controller port on a SASL_PLAINTEXT or SASL_SSL controller listener. Only PLAIN, checked against the user_<name>=\"<password>\" entries of listener.name.<controller>.plain.sasl.jaas.config (SCRAM credentials live in the metadata log this port carries; Kafka's default GSSAPI is not offered)."},
@@ -140,13 +162,11 @@ var brokerConfigDefs = []ConfigDef{
 
 // topicConfigDefault lists topic-level keys with no broker key, with their defaults.
 var topicOnlyConfigDefs = []ConfigDef{
-	{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", Doc: "Minimum age before a record may be compacted."},
-	{Name: "max.compaction.lag.ms", Type: TypeLong, Default: "9223372036854775807", Doc: "Maximum age before a record must be compacted."},
-	{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", Doc: "Dirty ratio that triggers compaction."},
-	{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", Doc: "Random jitter subtracted from segment.ms."},
-	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", Doc: "Delay before deleted segment files are removed."},
+	{Name: "max.compaction.lag.ms", Type: TypeLong, Unit: "ms", Default: "9223372036854775807", Valid: atLeast(1), Doc: "Maximum age before a record must be compacted."},
+	{Name: "segment.jitter.ms", Type: TypeLong, Unit: "ms", Default: "0", Valid: atLeast(0), Doc: "Random jitter subtracted from segment.ms."},
+	{Name: "file.delete.delay.ms", Type: TypeLong, Unit: "ms", Default: "60000", Valid: atLeast(0), Doc: "Delay before deleted segment files are removed."},
 	{Name: "preallocate", Type: TypeBoolean, Default: "false", Doc: "Preallocate segment files."},
-	{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true", Doc: "Accepted for compatibility; weir stores only magic 2."},
+	{Name: "internal.segment.bytes", Type: TypeInt, Unit: "bytes", Default: "", Valid: atLeast(14), Internal: true, Doc: "For tests only (Kafka 4.1's internal key): when set, the segment size of the topic instead of segment.bytes, without segment.bytes' 1 MiB minimum (at least 14 bytes, Kafka's old minimum). Not listed by DescribeConfigs."},
 }
 
 var brokerDefByName = func() map[string]*ConfigDef {
@@ -164,6 +184,9 @@ var topicDefs = func() map[string]ConfigDef {
 		if d.Topic != "" {
 			td := d
 			td.Name = d.Topic
+			if d.TopicValid != nil {
+				td.Valid = d.TopicValid
+			}
 			td.Topic = d.Name // for a topic def, Topic names the broker key behind the default
 			m[d.Topic] = td
 		}
@@ -174,46 +197,124 @@ var topicDefs = func() map[string]ConfigDef {
 	return m
 }()
 
-// validateValue checks that v parses as the def's type.
+// Validator checks a value that parses as its key's type against the key's valid range or
+// enumeration (Kafka's ConfigDef validators); String describes the valid values.
+type Validator interface {
+	check(v string) error
+	String() string
+}
+
+// rangeValidator is Kafka's Range: atLeast(lo) or between(lo, hi), bounds included.
+type rangeValidator struct {
+	lo, hi float64
+	hasHi  bool
+}
+
+func atLeast(lo float64) Validator     { return rangeValidator{lo: lo} }
+func between(lo, hi float64) Validator { return rangeValidator{lo: lo, hi: hi, hasHi: true} }
+
+func (r rangeValidator) check(v string) error {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil {
+		return fmt.Errorf("not a number")
+	}
+	if r.hasHi && (f < r.lo || f > r.hi) {
+		return fmt.Errorf("value must be between %s and %s", fmtBound(r.lo), fmtBound(r.hi))
+	}
+	if f < r.lo {
+		return fmt.Errorf("value must be at least %s", fmtBound(r.lo))
+	}
+	return nil
+}
+
+func (r rangeValidator) String() string {
+	if r.hasHi {
+		return "[" + fmtBound(r.lo) + ",...," + fmtBound(r.hi) + "]"
+	}
+	return "[" + fmtBound(r.lo) + ",...]"
+}
+
+func fmtBound(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// enumValidator is Kafka's ValidString.in (one value) or ValidList.in (a comma-separated list
+// of values, at least one); case-sensitive, as in Kafka.
+type enumValidator struct {
+	values []string
+	list   bool
+}
+
+func oneOf(values ...string) Validator  { return enumValidator{values: values} }
+func listOf(values ...string) Validator { return enumValidator{values: values, list: true} }
+
+func (e enumValidator) check(v string) error {
+	items := []string{v}
+	if e.list {
+		items = strings.Split(v, ",")
+	}
+	for _, it := range items {
+		if e.list {
+			it = strings.TrimSpace(it)
+		}
+		if !slices.Contains(e.values, it) && e.list {
+			return fmt.Errorf("item %q must be one of: %s", it, e.names())
+		} else if !slices.Contains(e.values, it) {
+			return fmt.Errorf("value must be one of: %s", e.names())
+		}
+	}
+	return nil
+}
+
+func (e enumValidator) String() string {
+	if e.list {
+		return "list of: " + e.names()
+	}
+	return "one of: " + e.names()
+}
+
+func (e enumValidator) names() string {
+	out := make([]string, len(e.values))
+	for i, v := range e.values {
+		if out[i] = v; v == "" {
+			out[i] = "(empty)"
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// validateValue checks that v parses as the def's type and is in its valid range. The error
+// names the key and the value: "log.segment.bytes=10: value must be at least 1048576".
 func validateValue(d ConfigDef, v string) error {
+	if err := checkValue(d, v); err != nil {
+		return fmt.Errorf("%s=%s: %w", d.Name, v, err)
+	}
+	return nil
+}
+
+func checkValue(d ConfigDef, v string) error {
+	bits := 0
 	switch d.Type {
 	case TypeBoolean:
 		if v != "true" && v != "false" {
-			return fmt.Errorf("%s: %q is not a boolean", d.Name, v)
-		}
-	case TypeInt:
-		if _, err := strconv.ParseInt(v, 10, 32); err != nil {
-			return fmt.Errorf("%s: %q is not an int", d.Name, v)
+			return fmt.Errorf("not a boolean (true or false)")
 		}
 	case TypeShort:
-		if _, err := strconv.ParseInt(v, 10, 16); err != nil {
-			return fmt.Errorf("%s: %q is not a short", d.Name, v)
-		}
+		bits = 16
+	case TypeInt:
+		bits = 32
 	case TypeLong:
-		if _, err := strconv.ParseInt(v, 10, 64); err != nil {
-			return fmt.Errorf("%s: %q is not a long", d.Name, v)
-		}
+		bits = 64
 	case TypeDouble:
 		if _, err := strconv.ParseFloat(v, 64); err != nil {
-			return fmt.Errorf("%s: %q is not a double", d.Name, v)
+			return fmt.Errorf("not a number")
 		}
 	}
-	switch d.Name {
-	case "message.timestamp.type", "log.message.timestamp.type":
-		if v != "CreateTime" && v != "LogAppendTime" {
-			return fmt.Errorf("%s: %q is not CreateTime or LogAppendTime", d.Name, v)
-		}
-	case "message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", "message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms":
-		if n, _ := strconv.ParseInt(v, 10, 64); n < 0 {
-			return fmt.Errorf("%s: %q is negative", d.Name, v)
+	if bits > 0 {
+		if _, err := strconv.ParseInt(v, 10, bits); err != nil {
+			return fmt.Errorf("not a %d-bit integer (%s)", bits, strings.ToLower(string(d.Type)))
 		}
 	}
-	if d.Name == "cleanup.policy" || d.Name == "log.cleanup.policy" {
-		for _, p := range strings.Split(v, ",") {
-			if p = strings.TrimSpace(p); p != "delete" && p != "compact" {
-				return fmt.Errorf("%s: %q is not delete or compact", d.Name, p)
-			}
-		}
+	if d.Valid != nil && !(v == "" && d.Default == "" && (d.Type == TypeString || d.Type == TypeList)) {
+		return d.Valid.check(v)
 	}
 	return nil
 }

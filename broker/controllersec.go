@@ -42,12 +42,12 @@ import (
 // controllerListener returns the controller listener's name and protocol ("" and PLAINTEXT when
 // controller.listener.names is unset).
 func controllerListener(cfg *Config) (name, proto string, err error) {
-	names := splitList(cfg.str("controller.listener.names"))
+	names := keyControllerListenerNames.Get(cfg)
 	if len(names) == 0 {
 		return "", protoPlaintext, nil
 	}
 	if len(names) > 1 {
-		return "", "", fmt.Errorf("controller.listener.names %q: weir's controller port is one listener; name one", cfg.str("controller.listener.names"))
+		return "", "", fmt.Errorf("controller.listener.names %q: weir's controller port is one listener; name one", keyControllerListenerNames.String(cfg))
 	}
 	name = strings.ToUpper(names[0])
 	specs, err := cfg.Listeners()
@@ -68,7 +68,7 @@ func controllerListener(cfg *Config) (name, proto string, err error) {
 			proto = name
 		default:
 			return "", "", fmt.Errorf("controller listener %s: no security protocol for it in listener.security.protocol.map (%s); add %s:SASL_SSL (or SSL, SASL_PLAINTEXT, PLAINTEXT)",
-				name, cfg.str("listener.security.protocol.map"), name)
+				name, keyListenerSecurityProtocolMap.Get(cfg), name)
 		}
 	}
 	return name, proto, nil
@@ -84,7 +84,7 @@ func controllerPortSecurity(cfg *Config) (*controller.PortSecurity, error) {
 	ps := &controller.PortSecurity{
 		Protocol:      proto,
 		CertPrincipal: netio.CertificatePrincipal,
-		FailDelay:     cfg.duration("connection.failed.authentication.delay.ms"),
+		FailDelay:     keyConnectionFailedAuthDelay.Get(cfg),
 	}
 	if proto == protoSSL || proto == protoSASLSSL {
 		if ps.ServerTLS, err = listenerTLS(cfg, name, proto); err != nil {
@@ -110,7 +110,7 @@ func controllerPortSecurity(cfg *Config) (*controller.PortSecurity, error) {
 			return nil, err
 		}
 	}
-	for _, p := range strings.Split(cfg.str("super.users"), ";") {
+	for _, p := range strings.Split(keySuperUsers.Get(cfg), ";") {
 		if p = strings.TrimSpace(p); p != "" && !slices.Contains(ps.Allowed, p) {
 			ps.Allowed = append(ps.Allowed, p)
 		}
@@ -127,11 +127,11 @@ func controllerPortSecurity(cfg *Config) (*controller.PortSecurity, error) {
 // controllerSASL sets the SASL PLAIN side of the controller port: the accepted users and this
 // broker's credentials, from the listener's PlainLoginModule JAAS line.
 func controllerSASL(cfg *Config, name string, ps *controller.PortSecurity) error {
-	mechs := cfg.str("sasl.enabled.mechanisms")
+	mechs := keySASLEnabledMechanisms.Get(cfg)
 	mechKey := "sasl.enabled.mechanisms"
-	if v, src := cfg.Get("listener.name." + strings.ToLower(name) + ".sasl.enabled.mechanisms"); src != "" && src != "DEFAULT_CONFIG" {
+	if v, ok := keySASLEnabledMechanisms.ListenerOverride(cfg, name); ok {
 		mechs, mechKey = v, "listener.name."+strings.ToLower(name)+".sasl.enabled.mechanisms"
-	} else if _, src := cfg.Get("sasl.enabled.mechanisms"); src == "DEFAULT_CONFIG" {
+	} else if !keySASLEnabledMechanisms.IsSet(cfg) {
 		mechs = mechPlain // the Kafka listeners' default list offers SCRAM, which this port cannot
 	}
 	for _, m := range splitList(mechs) {
@@ -143,7 +143,7 @@ func controllerSASL(cfg *Config, name string, ps *controller.PortSecurity) error
 	if len(splitList(mechs)) == 0 {
 		return fmt.Errorf("controller listener %s: %s is empty", name, mechKey)
 	}
-	if m := strings.ToUpper(strings.TrimSpace(cfg.str("sasl.mechanism.controller.protocol"))); m != mechPlain {
+	if m := strings.ToUpper(strings.TrimSpace(keySASLMechanismControllerProtocol.Get(cfg))); m != mechPlain {
 		return fmt.Errorf("controller listener %s: sasl.mechanism.controller.protocol is %s; the controller port takes PLAIN only", name, m)
 	}
 	key, jaas := jaasConfigFor(cfg, name, mechPlain)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,13 +38,13 @@ type groupsState struct {
 func (b *Broker) openGroups() error {
 	c, err := coordinator.New(coordinator.Config{
 		Store:                  &offsetsStore{b: b},
-		InitialRebalanceDelay:  b.cfg.duration("group.initial.rebalance.delay.ms"),
-		MinSessionTimeout:      b.cfg.duration("group.min.session.timeout.ms"),
-		MaxSessionTimeout:      b.cfg.duration("group.max.session.timeout.ms"),
-		MaxGroupSize:           int(b.cfg.int64("group.max.size")),
-		OffsetsRetention:       time.Duration(b.cfg.int64("offsets.retention.minutes")) * time.Minute,
-		RetentionCheckInterval: b.cfg.duration("offsets.retention.check.interval.ms"),
-		OffsetMetadataMaxBytes: int(b.cfg.int64("offset.metadata.max.bytes")),
+		InitialRebalanceDelay:  keyGroupInitialRebalanceDelay.Get(b.cfg),
+		MinSessionTimeout:      keyGroupMinSessionTimeout.Get(b.cfg),
+		MaxSessionTimeout:      keyGroupMaxSessionTimeout.Get(b.cfg),
+		MaxGroupSize:           int(keyGroupMaxSize.Get(b.cfg)),
+		OffsetsRetention:       keyOffsetsRetention.Get(b.cfg),
+		RetentionCheckInterval: keyOffsetsRetentionCheckInterval.Get(b.cfg),
+		OffsetMetadataMaxBytes: int(keyOffsetMetadataMaxBytes.Get(b.cfg)),
 		ManualOwnership:        true,
 	})
 	if err != nil {
@@ -97,11 +98,11 @@ func (b *Broker) ensureOffsetsTopic() (Topic, error) {
 		b.groups.ready.Store(true)
 		return t, nil
 	}
-	t, err := b.createTopic(offsetsTopic, int32(b.cfg.int64("offsets.topic.num.partitions")), -1, nil, map[string]string{
+	t, err := b.createTopic(offsetsTopic, int32(keyOffsetsTopicNumPartitions.Get(b.cfg)), -1, nil, map[string]string{
 		"cleanup.policy": "compact",
 		// Compaction, not time, bounds this topic: keep every segment until the cleaner runs.
 		"retention.ms":  "-1",
-		"segment.bytes": b.cfg.str("offsets.topic.segment.bytes"),
+		"segment.bytes": strconv.Itoa(keyOffsetsTopicSegmentBytes.Get(b.cfg)),
 	}, nil)
 	if errors.Is(err, kerr.TopicAlreadyExists) {
 		if t, ok := b.topics.get(offsetsTopic); ok {
@@ -132,7 +133,7 @@ func (s *offsetsStore) Partitions() int32 {
 	if t, ok := s.b.topics.get(offsetsTopic); ok {
 		return t.Partitions
 	}
-	return int32(s.b.cfg.int64("offsets.topic.num.partitions"))
+	return int32(keyOffsetsTopicNumPartitions.Get(s.b.cfg))
 }
 
 func (s *offsetsStore) Log(p int32) (coordinator.OffsetsLog, error) {
@@ -202,7 +203,7 @@ func (o offsetsLog) AwaitDurable(upTo int64) error {
 	if !ok {
 		return fmt.Errorf("%s-%d is not led here: %w", o.l.Topic(), o.l.Partition(), kerr.NotCoordinator)
 	}
-	timer := time.NewTimer(o.b.cfg.duration("request.timeout.ms"))
+	timer := time.NewTimer(keyRequestTimeout.Get(o.b.cfg))
 	defer timer.Stop()
 	if err := r.waitCommitted(upTo, epoch, 1, timer.C, nil); err != nil {
 		return fmt.Errorf("%v: %w", err, kerr.NotCoordinator)

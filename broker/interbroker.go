@@ -35,10 +35,9 @@ import (
 // listener of security.inter.broker.protocol (the one named like the protocol, else the first
 // with that protocol), or the first listener.
 func interBrokerListener(cfg *Config, specs, adv []ListenerSpec, sec *securityState) (string, error) {
-	name, nameSrc := cfg.Get("inter.broker.listener.name")
-	proto, protoSrc := cfg.Get("security.inter.broker.protocol")
-	name, proto = strings.ToUpper(strings.TrimSpace(name)), strings.ToUpper(strings.TrimSpace(proto))
-	if nameSrc != "DEFAULT_CONFIG" && protoSrc != "DEFAULT_CONFIG" && name != "" && proto != "" {
+	name := strings.ToUpper(strings.TrimSpace(keyInterBrokerListenerName.Get(cfg)))
+	proto := strings.ToUpper(strings.TrimSpace(keySecurityInterBrokerProtocol.Get(cfg)))
+	if name != "" && proto != "" {
 		return "", errors.New("only one of inter.broker.listener.name and security.inter.broker.protocol may be set")
 	}
 	has := func(ls []ListenerSpec, n string) bool {
@@ -47,7 +46,7 @@ func interBrokerListener(cfg *Config, specs, adv []ListenerSpec, sec *securitySt
 	switch {
 	case name != "":
 		if !has(specs, name) {
-			return "", fmt.Errorf("inter.broker.listener.name %s is not one of the listeners (%s)", name, cfg.str("listeners"))
+			return "", fmt.Errorf("inter.broker.listener.name %s is not one of the listeners (%s)", name, keyListeners.Get(cfg))
 		}
 	case proto != "":
 		switch proto {
@@ -67,13 +66,13 @@ func interBrokerListener(cfg *Config, specs, adv []ListenerSpec, sec *securitySt
 		}
 		if name == "" {
 			return "", fmt.Errorf("security.inter.broker.protocol is %s but no listener has that protocol (listeners=%s, listener.security.protocol.map=%s)",
-				proto, cfg.str("listeners"), cfg.str("listener.security.protocol.map"))
+				proto, keyListeners.Get(cfg), keyListenerSecurityProtocolMap.Get(cfg))
 		}
 	default:
 		name = specs[0].Name
 	}
 	if !has(adv, name) {
-		return "", fmt.Errorf("the inter-broker listener %s is not in advertised.listeners (%s): other brokers could not reach this one", name, cfg.str("advertised.listeners"))
+		return "", fmt.Errorf("the inter-broker listener %s is not in advertised.listeners (%s): other brokers could not reach this one", name, keyAdvertisedListeners.Get(cfg))
 	}
 	return name, nil
 }
@@ -90,7 +89,7 @@ func interBrokerSecurity(cfg *Config, listener string, sec *securityState) (repl
 		cs.TLS = tc
 	}
 	if proto == protoSASLPlaintext || proto == protoSASLSSL {
-		mech := strings.ToUpper(strings.TrimSpace(cfg.str("sasl.mechanism.inter.broker.protocol")))
+		mech := strings.ToUpper(strings.TrimSpace(keySASLMechanismInterBrokerProtocol.Get(cfg)))
 		if !slices.Contains(sec.mechanisms(listener), mech) {
 			return cs, fmt.Errorf("sasl.mechanism.inter.broker.protocol is %s, which the inter-broker listener %s does not enable (sasl.enabled.mechanisms: %s)",
 				mech, listener, strings.Join(sec.mechanisms(listener), ","))
@@ -118,10 +117,10 @@ func jaasKey(listener, mech string) string {
 
 // jaasConfigFor returns the JAAS configuration for the listener and mechanism, and its key.
 func jaasConfigFor(cfg *Config, listener, mech string) (key, value string) {
-	if v, src := cfg.Get(jaasKey(listener, mech)); src != "" && strings.TrimSpace(v) != "" {
+	if v, ok := cfg.listenerSetting(listener, strings.ToLower(mech)+".sasl.jaas.config"); ok && strings.TrimSpace(v) != "" {
 		return jaasKey(listener, mech), v
 	}
-	return "sasl.jaas.config", strings.TrimSpace(cfg.str("sasl.jaas.config"))
+	return "sasl.jaas.config", strings.TrimSpace(keySASLJAASConfig.Get(cfg))
 }
 
 func jaasModuleFor(mech string) string {
@@ -137,7 +136,7 @@ func jaasModuleFor(mech string) string {
 // connection.
 func interBrokerTLS(cfg *Config, listener string) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile := cfg.listenerKey(listener, "ssl.ca.location"); caFile != "" {
+	if caFile := keySSLCALocation.ForListener(cfg, listener); caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
 			return nil, fmt.Errorf("ssl.ca.location: %w", err)
@@ -148,8 +147,8 @@ func interBrokerTLS(cfg *Config, listener string) (*tls.Config, error) {
 		}
 		tc.RootCAs = pool
 	}
-	certFile := cfg.listenerKey(listener, "ssl.certificate.location")
-	keyFile := cfg.listenerKey(listener, "ssl.key.location")
+	certFile := keySSLCertificateLocation.ForListener(cfg, listener)
+	keyFile := keySSLKeyLocation.ForListener(cfg, listener)
 	if certFile != "" && keyFile != "" {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
@@ -180,7 +179,7 @@ func (b *Broker) setupInterBroker(specs, adv []ListenerSpec) error {
 		attrs = append(attrs, "sasl.mechanism", cs.SASL.Mechanism, "principal", "User:"+cs.SASL.User)
 	}
 	if cs.TLS != nil {
-		attrs = append(attrs, "client.certificate", len(cs.TLS.Certificates) > 0, "ssl.ca.location", b.cfg.listenerKey(name, "ssl.ca.location"))
+		attrs = append(attrs, "client.certificate", len(cs.TLS.Certificates) > 0, "ssl.ca.location", keySSLCALocation.ForListener(b.cfg, name))
 	}
 	slog.Info("replicas fetch from leaders on the inter-broker listener", attrs...)
 	if cs.SASL != nil && cs.TLS == nil && cs.SASL.Mechanism == mechPlain {

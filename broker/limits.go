@@ -27,20 +27,13 @@ type netLimits struct {
 	creationRate       int
 }
 
-// readNetLimits reads and checks the bounds; a bad value stops the start naming its key.
+// readNetLimits reads the bounds and checks the rules between keys; each key's own range was
+// checked at start (configdefs.go), and a bad value stops the start naming its key.
 func readNetLimits(cfg *Config) (netLimits, error) {
 	var l netLimits
-	if v := cfg.int64("queued.max.requests"); v < 1 {
-		return l, fmt.Errorf("queued.max.requests: %d must be at least 1", v)
-	}
-	l.maxQueuedRequests = int(cfg.int64("queued.max.requests"))
-	maxReq := cfg.int64("socket.request.max.bytes")
-	if maxReq < 1 {
-		return l, fmt.Errorf("socket.request.max.bytes: %d must be at least 1", maxReq)
-	}
-	switch v := cfg.int64("queued.max.request.bytes"); {
-	case v < -1:
-		return l, fmt.Errorf("queued.max.request.bytes: %d must be -1 (unbounded), 0 (automatic) or positive", v)
+	l.maxQueuedRequests = keyQueuedMaxRequests.Get(cfg)
+	maxReq := int64(keySocketRequestMaxBytes.Get(cfg))
+	switch v := keyQueuedMaxRequestBytes.Get(cfg); {
 	case v == -1:
 		l.maxQueuedBytes = -1
 	case v == 0:
@@ -50,25 +43,16 @@ func readNetLimits(cfg *Config) (netLimits, error) {
 	default:
 		l.maxQueuedBytes = v
 	}
-	switch v := cfg.int64("queued.max.request.bytes.per.connection"); {
-	case v < 0:
-		return l, fmt.Errorf("queued.max.request.bytes.per.connection: %d must be 0 (automatic) or positive", v)
-	case v > 0:
+	if v := keyQueuedMaxRequestBytesPerConn.Get(cfg); v > 0 {
 		l.maxConnectionBytes = v
-	default:
+	} else {
 		l.maxConnectionBytes = max(maxReq, 8<<20) // netio's default, stated here for the log
 	}
-	if l.maxConnections = int(cfg.int64("max.connections")); l.maxConnections < 0 {
-		return l, fmt.Errorf("max.connections: %d must not be negative", l.maxConnections)
-	}
-	if l.maxPerIP = int(cfg.int64("max.connections.per.ip")); l.maxPerIP < 0 {
-		return l, fmt.Errorf("max.connections.per.ip: %d must not be negative", l.maxPerIP)
-	}
-	if l.creationRate = int(cfg.int64("max.connection.creation.rate")); l.creationRate < 0 {
-		return l, fmt.Errorf("max.connection.creation.rate: %d must not be negative", l.creationRate)
-	}
+	l.maxConnections = keyMaxConnections.Get(cfg)
+	l.maxPerIP = keyMaxConnectionsPerIP.Get(cfg)
+	l.creationRate = keyMaxConnectionCreationRate.Get(cfg)
 	var err error
-	if l.perIPOverrides, err = parsePerIPOverrides(cfg.str("max.connections.per.ip.overrides")); err != nil {
+	if l.perIPOverrides, err = parsePerIPOverrides(keyMaxConnectionsPerIPOverrides.Get(cfg)); err != nil {
 		return l, fmt.Errorf("max.connections.per.ip.overrides: %w", err)
 	}
 	if l.maxPerIP == 0 && len(l.perIPOverrides) == 0 {
@@ -134,25 +118,10 @@ func parsePerIPOverrides(v string) (map[string]int, error) {
 // listenerLimits sets l's own connection limits: listener.name.<listener>.max.connections and
 // .max.connection.creation.rate.
 func listenerLimits(cfg *Config, l *netio.Listener) (err error) {
-	if l.MaxConnections, err = listenerInt(cfg, l.Name, "max.connections"); err != nil {
-		return err
-	}
-	l.MaxConnectionCreationRate, err = listenerInt(cfg, l.Name, "max.connection.creation.rate")
-	return err
-}
-
-// listenerInt is the non-negative int listener.name.<listener>.<name> (0: not set).
-func listenerInt(cfg *Config, listener, name string) (int, error) {
-	key := "listener.name." + strings.ToLower(listener) + "." + name
-	v, src := cfg.Get(key)
-	if src == "" || src == "DEFAULT_CONFIG" || v == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%s: %q is not a non-negative int", key, v)
-	}
-	return n, nil
+	// Validated at start (NewConfigFrom checks listener.name.<listener>.<key> as <key>).
+	l.MaxConnections, _ = keyMaxConnections.ListenerOverride(cfg, l.Name)
+	l.MaxConnectionCreationRate, _ = keyMaxConnectionCreationRate.ListenerOverride(cfg, l.Name)
+	return nil
 }
 
 // memoryLimit is the memory the process may use: the cgroup's limit (v2 memory.max, v1

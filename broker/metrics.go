@@ -50,13 +50,13 @@ func (b *Broker) initObs() {
 		_, ok := b.topics.get(topic)
 		return ok
 	})
-	addr := b.cfg.str("metrics.listener")
+	addr := keyMetricsListener.Get(b.cfg)
 	if addr == "" {
 		return
 	}
 	s, err := metrics.Listen(metrics.ServerConfig{
 		Addr:  addr,
-		Pprof: b.cfg.bool("metrics.pprof.enable"),
+		Pprof: keyMetricsPprofEnable.Get(b.cfg),
 		Ready: b.ready,
 	}, b.obs.reg)
 	if err != nil {
@@ -64,7 +64,7 @@ func (b *Broker) initObs() {
 		return
 	}
 	b.obs.admin = s
-	slog.Info("admin listener", "metrics.listener", s.Addr(), "pprof", b.cfg.bool("metrics.pprof.enable"))
+	slog.Info("admin listener", "metrics.listener", s.Addr(), "pprof", keyMetricsPprofEnable.Get(b.cfg))
 }
 
 // stopObs closes the admin listener.
@@ -440,12 +440,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 
 // minISR is a topic's effective min.insync.replicas.
 func (b *Broker) minISR(t *controller.TopicInfo) int {
-	v, _, _ := b.cfg.TopicConfigValue(t.Configs, "min.insync.replicas")
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 1
-	}
-	return n
+	return keyMinInsyncReplicas.Topic(b.cfg, t.Configs)
 }
 
 var _ engine.Observer = (*metrics.Registry)(nil)

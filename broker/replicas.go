@@ -83,10 +83,10 @@ func newReplicaManager(b *Broker) *replicaManager {
 		NodeID:            b.nodeID,
 		Addr:              b.replicaAddr,
 		Security:          b.interBroker,
-		MaxWait:           b.cfg.duration("replica.fetch.wait.max.ms"),
-		MaxBytes:          int32(b.cfg.int64("replica.fetch.response.max.bytes")),
-		PartitionMaxBytes: int32(b.cfg.int64("replica.fetch.max.bytes")),
-		Backoff:           b.cfg.duration("replica.fetch.backoff.ms"),
+		MaxWait:           keyReplicaFetchWaitMax.Get(b.cfg),
+		MaxBytes:          int32(keyReplicaFetchResponseMaxBytes.Get(b.cfg)),
+		PartitionMaxBytes: int32(keyReplicaFetchMaxBytes.Get(b.cfg)),
+		Backoff:           keyReplicaFetchBackoff.Get(b.cfg),
 		Logger:            slog.Default(),
 	})
 	return rm
@@ -115,7 +115,7 @@ func (rm *replicaManager) start() {
 	}()
 	go func() {
 		defer rm.wg.Done()
-		every := min(rm.b.cfg.duration("replica.lag.time.max.ms")/2, time.Second)
+		every := min(keyReplicaLagTimeMax.Get(rm.b.cfg)/2, time.Second)
 		t := time.NewTicker(max(every, 10*time.Millisecond))
 		defer t.Stop()
 		for {
@@ -300,7 +300,7 @@ func (r *replica) apply(info controller.PartitionInfo) {
 		l := r.log
 		r.state = replication.NewLeaderState(replication.LeaderConfig{
 			LocalID: me, Replicas: info.Replicas, ISR: info.ISR, LeaderEpoch: info.LeaderEpoch,
-			PartitionEpoch: info.PartitionEpoch, LagTimeMax: r.rm.b.cfg.duration("replica.lag.time.max.ms"),
+			PartitionEpoch: info.PartitionEpoch, LagTimeMax: keyReplicaLagTimeMax.Get(r.rm.b.cfg),
 		}, r.localEnd(), l.HighWatermark(), l.LogEndOffset(), time.Now())
 		r.stopWatch = make(chan struct{})
 		go r.watchLocal(r.stopWatch)

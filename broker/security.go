@@ -108,18 +108,10 @@ func (c securityCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAuthThrottled, prometheus.CounterValue, float64(c.s.throttled.Load()))
 }
 
-// listenerKey returns key's value for listener: listener.name.<name>.<key> when set, else key.
-func (c *Config) listenerKey(listener, key string) string {
-	if v, src := c.Get("listener.name." + strings.ToLower(listener) + "." + key); src != "" {
-		return v
-	}
-	return c.str(key)
-}
-
 // protocolMap parses listener.security.protocol.map (NAME:PROTOCOL,...).
 func (c *Config) protocolMap() (map[string]string, error) {
 	m := map[string]string{}
-	for _, item := range splitList(c.str("listener.security.protocol.map")) {
+	for _, item := range splitList(keyListenerSecurityProtocolMap.Get(c)) {
 		name, proto, ok := strings.Cut(item, ":")
 		name, proto = strings.ToUpper(strings.TrimSpace(name)), strings.ToUpper(strings.TrimSpace(proto))
 		if !ok || name == "" {
@@ -144,13 +136,13 @@ func newSecurityState(cfg *Config, specs []ListenerSpec) (*securityState, error)
 	s := &securityState{
 		listeners: map[string]listenerSecurity{},
 		limiter:   newAuthLimiter(saslFailureBurst, saslFailureRefill),
-		failDelay: cfg.duration("connection.failed.authentication.delay.ms"),
+		failDelay: keyConnectionFailedAuthDelay.Get(cfg),
 	}
 	_, _ = rand.Read(s.fakeKey[:])
 	for _, spec := range specs {
 		proto, ok := protos[spec.Name]
 		if !ok {
-			return nil, fmt.Errorf("listener %s: no security protocol for it in listener.security.protocol.map (%s)", spec.Name, cfg.str("listener.security.protocol.map"))
+			return nil, fmt.Errorf("listener %s: no security protocol for it in listener.security.protocol.map (%s)", spec.Name, keyListenerSecurityProtocolMap.Get(cfg))
 		}
 		ls := listenerSecurity{protocol: proto}
 		if proto == protoSSL || proto == protoSASLSSL {
@@ -159,7 +151,7 @@ func newSecurityState(cfg *Config, specs []ListenerSpec) (*securityState, error)
 			}
 		}
 		if proto == protoSASLPlaintext || proto == protoSASLSSL {
-			for _, m := range splitList(cfg.listenerKey(spec.Name, "sasl.enabled.mechanisms")) {
+			for _, m := range splitList(keySASLEnabledMechanisms.ForListener(cfg, spec.Name)) {
 				m = strings.ToUpper(m)
 				if !slices.Contains(knownMechanisms, m) {
 					return nil, fmt.Errorf("listener %s: sasl.enabled.mechanisms: %s is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", spec.Name, m)
@@ -190,8 +182,8 @@ func (s *securityState) mechanisms(listener string) []string { return s.listener
 
 // listenerTLS builds a listener's TLS configuration from the ssl.* keys.
 func listenerTLS(cfg *Config, listener, proto string) (*tls.Config, error) {
-	certFile := cfg.listenerKey(listener, "ssl.certificate.location")
-	keyFile := cfg.listenerKey(listener, "ssl.key.location")
+	certFile := keySSLCertificateLocation.ForListener(cfg, listener)
+	keyFile := keySSLKeyLocation.ForListener(cfg, listener)
 	if certFile == "" || keyFile == "" {
 		return nil, fmt.Errorf("ssl.certificate.location and ssl.key.location (PEM files) are required")
 	}
@@ -202,9 +194,9 @@ func listenerTLS(cfg *Config, listener, proto string) (*tls.Config, error) {
 	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	// As in Kafka, ssl.client.auth applies to SASL_SSL listeners only when set with the
 	// listener prefix: SASL authenticates those clients.
-	clientAuth := cfg.listenerKey(listener, "ssl.client.auth")
+	clientAuth := keySSLClientAuth.ForListener(cfg, listener)
 	if proto == protoSASLSSL {
-		clientAuth, _ = cfg.Get("listener.name." + strings.ToLower(listener) + ".ssl.client.auth")
+		clientAuth, _ = keySSLClientAuth.ListenerOverride(cfg, listener)
 	}
 	switch strings.ToLower(clientAuth) {
 	case "", "none":
@@ -216,7 +208,7 @@ func listenerTLS(cfg *Config, listener, proto string) (*tls.Config, error) {
 	default:
 		return nil, fmt.Errorf("ssl.client.auth %q: want none, requested or required", clientAuth)
 	}
-	if caFile := cfg.listenerKey(listener, "ssl.ca.location"); caFile != "" {
+	if caFile := keySSLCALocation.ForListener(cfg, listener); caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
 			return nil, fmt.Errorf("ssl.ca.location: %w", err)

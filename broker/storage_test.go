@@ -61,8 +61,8 @@ func TestDataDirFileModes(t *testing.T) {
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
 	dir := t.TempDir()
-	b := startBroker(t, map[string]string{"log.dirs": dir, "metrics.listener": "", "log.segment.bytes": "16384"})
-	createTopic(t, b.Addr(), "modes", 2, nil)
+	b := startBroker(t, map[string]string{"log.dirs": dir, "metrics.listener": ""})
+	createTopic(t, b.Addr(), "modes", 2, map[string]*string{"internal.segment.bytes": admStr("16384")}) // below segment.bytes' 1 MiB minimum
 	produceN(t, b.Addr(), "modes", 0, 500)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,5 +23,23 @@ func TestConfigDocs(t *testing.T) {
 	}
 	if err := configCmd(nil, &out); err == nil {
 		t.Error("weir config without a subcommand succeeded")
+	}
+}
+
+// TestServeRefusesBadValue: weir serve stops on an out-of-range value, naming the file, the
+// line and the key, and on a bad --set, naming --set; nothing is started.
+func TestServeRefusesBadValue(t *testing.T) {
+	defer slog.SetDefault(slog.Default()) // serve installs its own handler
+	path := filepath.Join(t.TempDir(), "server.properties")
+	if err := os.WriteFile(path, []byte("log.dirs="+t.TempDir()+"\nlog.retention.hours=168\nlog.segment.bytes=10\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := serve([]string{"--config", path, "--log-level", "error"})
+	if err == nil || err.Error() != path+":3: log.segment.bytes=10: value must be at least 1048576" {
+		t.Errorf("serve --config: %v", err)
+	}
+	err = serve([]string{"--config", path, "--set", "log.segment.bytes=1048576", "--set", "log.message.timestamp.type=Now", "--log-level", "error"})
+	if err == nil || !strings.HasPrefix(err.Error(), "--set: log.message.timestamp.type=Now: value must be one of: CreateTime, LogAppendTime") {
+		t.Errorf("serve --set: %v", err)
 	}
 }

@@ -42,18 +42,21 @@ func serve(args []string) error {
 		return err
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
-	props := map[string]string{}
+	// Each setting keeps where it came from, so a bad value is refused naming the file and line
+	// (or --set) with the key.
+	props := broker.Props{Values: map[string]string{}, Origin: map[string]string{}}
 	if *configPath != "" {
-		p, err := broker.LoadProperties(*configPath)
+		p, err := broker.ReadProperties(*configPath)
 		if err != nil {
 			return err
 		}
 		props = p
 	}
 	for k, v := range sets {
-		props[k] = v
+		props.Values[k] = v
+		props.Origin[k] = "--set"
 	}
-	cfg, err := broker.NewConfig(props)
+	cfg, err := broker.NewConfigFrom(props)
 	if err != nil {
 		return err
 	}

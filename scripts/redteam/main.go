@@ -949,7 +949,7 @@ func connflood() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	topic := "flood"
-	r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": kadm.StringPtr("16384")}, topic)
+	r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"internal.segment.bytes": kadm.StringPtr("16384")}, topic)
 	if err != nil || r.Err != nil {
 		fmt.Println("create:", err, r.Err)
 	}
