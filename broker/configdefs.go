@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/weir-mq/weir/record"
 )
 
 // ConfigType is a config value's type, with Kafka's names.
@@ -63,7 +65,10 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime", Doc: "CreateTime keeps the producer's record timestamps (checked against the two bounds below); LogAppendTime stamps each appended batch with the broker's clock (timestamp-type attribute set, maxTimestamp = now, CRC recomputed) and returns that time in the Produce response.", Dynamic: true, Topic: "message.timestamp.type"},
 	{Name: "log.message.timestamp.before.max.ms", Type: TypeLong, Default: "9223372036854775807", Doc: "Largest allowed age of a CreateTime record timestamp: a batch holding a record older than the broker's clock minus this is refused (INVALID_TIMESTAMP). Ignored under LogAppendTime.", Dynamic: true, Topic: "message.timestamp.before.max.ms"},
 	{Name: "log.message.timestamp.after.max.ms", Type: TypeLong, Default: "3600000", Doc: "Largest allowed lead of a CreateTime record timestamp over the broker's clock (Kafka 4's default, one hour): a batch holding a later record is refused (INVALID_TIMESTAMP). A far-future timestamp would keep its segment, and every later one, from time retention. Ignored under LogAppendTime.", Dynamic: true, Topic: "message.timestamp.after.max.ms"},
-	{Name: "compression.type", Type: TypeString, Default: "producer", Doc: "Stored compression; weir stores batches as the producer sent them.", Dynamic: true, Topic: "compression.type"},
+	{Name: "compression.type", Type: TypeString, Default: "producer", Doc: "Codec produced batches are stored in: uncompressed, gzip, snappy, lz4, zstd, or producer (each batch as the producer compressed it). With a codec, a batch in another codec is recompressed on the leader before it is appended (records and header fields unchanged but the codec, length and CRC; snappy in Kafka's xerial framing), as Kafka does; a batch already in that codec, whatever its level, and an uncompressed control batch are stored as they came. A recompressed batch larger than max.message.bytes is refused (MESSAGE_TOO_LARGE). Followers store the leader's bytes.", Dynamic: true, Topic: "compression.type"},
+	{Name: "compression.gzip.level", Type: TypeInt, Default: "-1", Doc: "gzip level of batches recompressed to compression.type=gzip: 1 (fastest) to 9 (smallest), or -1 (zlib's default, 6).", Dynamic: true, Topic: "compression.gzip.level"},
+	{Name: "compression.lz4.level", Type: TypeInt, Default: "9", Doc: "lz4 level of batches recompressed to compression.type=lz4, 1 to 17: 9 is lz4's fast compressor (Kafka's default); other levels use lz4's high-compression mode (weir's lz4 library has nine depths: 1-8 take the shallowest, 10-17 deeper ones).", Dynamic: true, Topic: "compression.lz4.level"},
+	{Name: "compression.zstd.level", Type: TypeInt, Default: "3", Doc: "zstd level of batches recompressed to compression.type=zstd, -131072 to 22 (zstd's scale; weir's encoder has four speeds: below 3 fastest, 3-5 default, 6-9 better, 10 and above best; an encoder in use holds about 1.5, 2.6, 5.5 and 35 MiB respectively).", Dynamic: true, Topic: "compression.zstd.level"},
 	{Name: "min.insync.replicas", Type: TypeInt, Default: "1", Doc: "Minimum in-sync replicas for acks=all.", Dynamic: true, Topic: "min.insync.replicas"},
 	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", Doc: "Allow leaders from outside the ISR.", Dynamic: true, Topic: "unclean.leader.election.enable"},
 	{Name: "log.cleaner.delete.retention.ms", Type: TypeLong, Default: "86400000", Doc: "How long compaction keeps tombstones.", Dynamic: true, Topic: "delete.retention.ms"},
@@ -202,6 +207,16 @@ func validateValue(d ConfigDef, v string) error {
 	case "message.timestamp.type", "log.message.timestamp.type":
 		if v != "CreateTime" && v != "LogAppendTime" {
 			return fmt.Errorf("%s: %q is not CreateTime or LogAppendTime", d.Name, v)
+		}
+	case "compression.type":
+		if _, ok := record.ParseCompressionType(v); !ok {
+			return fmt.Errorf("%s: %q is not one of uncompressed, zstd, lz4, snappy, gzip, producer", d.Name, v)
+		}
+	case "compression.gzip.level", "compression.lz4.level", "compression.zstd.level":
+		codec, _ := record.ParseCompressionType(strings.TrimSuffix(strings.TrimPrefix(d.Name, "compression."), ".level"))
+		n, _ := strconv.Atoi(v)
+		if err := record.CheckLevel(codec, n); err != nil {
+			return fmt.Errorf("%s: %q: %w", d.Name, v, err)
 		}
 	case "message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", "message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms":
 		if n, _ := strconv.ParseInt(v, 10, 64); n < 0 {
