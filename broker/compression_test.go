@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -365,4 +366,59 @@ func firstValue(m map[string]*string) *string {
 		return &s
 	}
 	return nil
+}
+
+// TestClusterCompressionFollowersCopyLeader: 2 brokers, RF 2, a topic with compression.type=zstd
+// written uncompressed with acks=all: the leaders recompress, the followers store the leaders'
+// bytes unchanged (no recompression of their own), so every replica's log is byte-identical
+// and every stored batch is zstd.
+func TestClusterCompressionFollowersCopyLeader(t *testing.T) {
+	c := startCluster(t, 2, nil)
+	adm := kadm.NewClient(c.client())
+	const topic = "zstd-replicated"
+	zstd := "zstd"
+	createReplicatedTopic(t, adm, topic, 2, 2, map[string]*string{"compression.type": &zstd})
+	c.waitISR(adm, topic, 2, 30*time.Second)
+	prod := c.client(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(2*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 400
+	errs := make(chan error, n)
+	for i := range n {
+		v := bytes.Repeat([]byte(fmt.Sprintf("record %d ", i)), 10)
+		prod.Produce(ctx, &kgo.Record{Partition: int32(i % 2), Value: v}, func(_ *kgo.Record, err error) { errs <- err })
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p := int32(0); p < 2; p++ {
+		// acks=all: both replicas hold every batch; compare what both have.
+		var logs [2][]byte
+		waitFor(t, 10*time.Second, fmt.Sprintf("partition %d on both replicas", p), func() (bool, string) {
+			for i, node := range c.nodes {
+				logs[i] = logBytes(t, node.dir, topic, p)
+			}
+			e0, e1 := batchesEnd(logs[0]), batchesEnd(logs[1])
+			return e0 == e1 && e0 > 0, fmt.Sprintf("log ends %d and %d", e0, e1)
+		})
+		end := int64(0)
+		for b := logs[0]; len(b) >= record.HeaderSize; {
+			h, err := record.CheckStored(b)
+			if err != nil {
+				break // the preallocated or unwritten tail
+			}
+			if h.Compression() != record.CodecZstd {
+				t.Fatalf("partition %d: batch at %d stored with codec %d", p, h.BaseOffset, h.Compression())
+			}
+			end += h.Size()
+			b = b[h.Size():]
+		}
+		if !bytes.Equal(logs[0][:end], logs[1][:end]) {
+			t.Fatalf("partition %d: the replicas' logs differ", p)
+		}
+	}
 }
