@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -523,5 +527,75 @@ func readAll(b []byte, limit int) [][]byte {
 			return out
 		}
 		out = append(out, append([]byte(nil), r.Encoded...))
+	}
+}
+
+// TestKafkaDecodesRecompressed runs Apache Kafka's own DumpLogSegments (--deep-iteration, which
+// decompresses every batch with Kafka's codecs) over a segment of batches recompressed into each
+// codec, at default and non-default levels. It needs the Kafka jars: WEIR_KAFKA_LIBS=<folder of
+// jars> (scripts/kafka-libs.sh prints it).
+func TestKafkaDecodesRecompressed(t *testing.T) {
+	libs := os.Getenv("WEIR_KAFKA_LIBS")
+	if libs == "" {
+		t.Skip("WEIR_KAFKA_LIBS not set: Kafka's DumpLogSegments is not available")
+	}
+	plain := buildHeaders(record.BuildOptions{BaseTimestamp: 1_700_000_000_000, ProducerID: 5, ProducerEpoch: 1, BaseSequence: 0}, headerRecords(300))
+	targets := []record.Compression{
+		{Codec: record.CodecNone}, {Codec: record.CodecSnappy},
+		{Codec: record.CodecGzip, Level: -1}, {Codec: record.CodecGzip, Level: 1}, {Codec: record.CodecGzip, Level: 9},
+		{Codec: record.CodecLZ4, Level: 9}, {Codec: record.CodecLZ4, Level: 1}, {Codec: record.CodecLZ4, Level: 17},
+		{Codec: record.CodecZstd, Level: 3}, {Codec: record.CodecZstd, Level: -5}, {Codec: record.CodecZstd, Level: 22},
+	}
+	var seg []byte
+	next := int64(0)
+	for i, c := range targets {
+		src := compressed(t, plain, []int{3, 4, 0, 5}[i%4])
+		if !c.Rewrites(src) { // already in the target codec: take another source
+			src = compressed(t, plain, (c.Codec+1)%5)
+		}
+		rc := record.GetRecompressor()
+		out, err := rc.Recompress(src, c, 4<<20, 0)
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		out = append([]byte(nil), out...)
+		rc.Release()
+		record.SetBaseOffset(out, next)
+		record.SetPartitionLeaderEpoch(out, 0)
+		next += 300
+		seg = append(seg, out...)
+	}
+	dir := filepath.Join(t.TempDir(), "t-0")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "00000000000000000000.log")
+	if err := os.WriteFile(file, seg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("java", "-cp", libs+"/*", "org.apache.kafka.tools.DumpLogSegments", "--deep-iteration", "--print-data-log", "--files", file)
+	outb, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("DumpLogSegments: %v\n%s", err, outb)
+	}
+	out := string(outb)
+	if strings.Contains(out, "isvalid: false") || strings.Count(out, "isvalid: true") != len(targets) {
+		t.Fatalf("DumpLogSegments did not find %d valid batches:\n%.3000s", len(targets), out)
+	}
+	for _, bad := range []string{"Exception", "corrupt", "Error"} {
+		if strings.Contains(out, bad) {
+			t.Fatalf("DumpLogSegments reports %q:\n%.3000s", bad, out)
+		}
+	}
+	if n := strings.Count(out, "| offset: "); n != 300*len(targets) {
+		t.Fatalf("DumpLogSegments read %d records, want %d", n, 300*len(targets))
+	}
+	for _, name := range []string{"none", "snappy", "gzip", "lz4", "zstd"} {
+		if !strings.Contains(out, "compresscodec: "+name) {
+			t.Fatalf("no %s batch in DumpLogSegments' output", name)
+		}
+	}
+	if want := "payload: " + strings.Repeat("value-299 ", 50); !strings.Contains(out, want) {
+		t.Fatal("the last record's value is not in DumpLogSegments' output")
 	}
 }
