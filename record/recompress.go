@@ -56,6 +56,9 @@ var compressionTypes = map[string]int{
 	"zstd":         CodecZstd,
 }
 
+// codecNames are the codecs' compression.type names, by codec id.
+var codecNames = [...]string{CodecNone: "uncompressed", CodecGzip: "gzip", CodecSnappy: "snappy", CodecLZ4: "lz4", CodecZstd: "zstd"}
+
 // ParseCompressionType returns the codec a compression.type value names: uncompressed, gzip,
 // snappy, lz4, zstd, or producer (CodecProducer).
 func ParseCompressionType(s string) (codec int, ok bool) {
@@ -195,7 +198,7 @@ func (rc *Recompressor) Recompress(b []byte, c Compression, maxBatchBytes, limit
 		return nil, err
 	}
 	rc.out.reset(bound, len(b))
-	rc.out.Write(b[:HeaderSize]) // fixed up below; bound >= len(b) > HeaderSize
+	rc.out.Write(b[:HeaderSize]) // fixed up below; the bound always holds a header
 	enc := rc.encoder(c)
 	i := int32(0)
 	for ; ; i++ {
@@ -209,7 +212,7 @@ func (rc *Recompressor) Recompress(b []byte, c Compression, maxBatchBytes, limit
 		}
 		if _, err := enc.Write(r.Encoded); err != nil {
 			rc.putEncoder()
-			return nil, fmt.Errorf("recompress to codec %d: %w", c.Codec, err)
+			return nil, fmt.Errorf("recompress to %s: %w", codecNames[c.Codec], err)
 		}
 		if rc.out.over {
 			break
@@ -222,10 +225,10 @@ func (rc *Recompressor) Recompress(b []byte, c Compression, maxBatchBytes, limit
 	err = enc.Close()
 	rc.putEncoder()
 	if err != nil {
-		return nil, fmt.Errorf("recompress to codec %d: %w", c.Codec, err)
+		return nil, fmt.Errorf("recompress to %s: %w", codecNames[c.Codec], err)
 	}
 	if rc.out.over {
-		return nil, fmt.Errorf("batch of %d bytes recompressed to codec %d exceeds max.message.bytes %d: %w", len(b), c.Codec, bound, kerr.MessageTooLarge)
+		return nil, fmt.Errorf("batch of %d bytes recompressed to %s exceeds max.message.bytes %d: %w", len(b), codecNames[c.Codec], bound, kerr.MessageTooLarge)
 	}
 	out := rc.out.b
 	be := binary.BigEndian
