@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/record"
 )
@@ -419,6 +420,63 @@ func TestClusterCompressionFollowersCopyLeader(t *testing.T) {
 		}
 		if !bytes.Equal(logs[0][:end], logs[1][:end]) {
 			t.Fatalf("partition %d: the replicas' logs differ", p)
+		}
+	}
+}
+
+// TestCompressionTypeProducerState: a recompressed batch keeps its producer id, epoch and
+// sequence, so a retried idempotent batch is recognised (acknowledged with its first offset,
+// stored once); under message.timestamp.type=LogAppendTime the recompressed batch is stamped
+// and the Produce response carries the time.
+func TestCompressionTypeProducerState(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, map[string]string{"log.dirs": dir})
+	cl := v9Client(t, b)
+	str := func(s string) *string { return &s }
+	createTestTopic(t, cl, "p-zstd", map[string]*string{"compression.type": str("zstd"), "message.timestamp.type": str("LogAppendTime")})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pidResp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctx, cl)
+	if err != nil || pidResp.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: %v %d", err, pidResp.ErrorCode)
+	}
+	recs := []record.Record{{Key: []byte("k"), Value: []byte("v0")}, {Key: []byte("k"), Value: []byte("v1")}}
+	o := record.BuildOptions{ProducerID: pidResp.ProducerID, ProducerEpoch: pidResp.ProducerEpoch, BaseSequence: 0}
+	lz, err := record.BuildCompressed(nil, o, recs, record.CodecLZ4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().UnixMilli()
+	first := rawProduce(t, cl, "p-zstd", append([]byte(nil), lz...))
+	retry := rawProduce(t, cl, "p-zstd", append([]byte(nil), lz...))
+	if first.ErrorCode != 0 || retry.ErrorCode != 0 || first.BaseOffset != 0 || retry.BaseOffset != 0 {
+		t.Fatalf("first %d@%d, retry %d@%d: want both acknowledged at 0", first.ErrorCode, first.BaseOffset, retry.ErrorCode, retry.BaseOffset)
+	}
+	if first.LogAppendTime < before {
+		t.Fatalf("log append time %d, want >= %d", first.LogAppendTime, before)
+	}
+	o.BaseSequence = 2
+	next, _ := record.BuildCompressed(nil, o, recs, record.CodecLZ4)
+	if r := rawProduce(t, cl, "p-zstd", next); r.ErrorCode != 0 || r.BaseOffset != 2 {
+		t.Fatalf("next batch: %d@%d", r.ErrorCode, r.BaseOffset)
+	}
+	seg := logBytes(t, dir, "p-zstd", 0)
+	var hs []record.Header
+	for len(seg) >= record.HeaderSize {
+		h, err := record.CheckStored(seg)
+		if err != nil {
+			break
+		}
+		hs = append(hs, h)
+		seg = seg[h.Size():]
+	}
+	if len(hs) != 2 {
+		t.Fatalf("%d batches stored, want 2 (the retry is not stored)", len(hs))
+	}
+	for i, h := range hs {
+		if h.Compression() != record.CodecZstd || !h.LogAppendTime() || h.ProducerID != pidResp.ProducerID ||
+			h.ProducerEpoch != pidResp.ProducerEpoch || h.BaseSequence != int32(2*i) || h.MaxTimestamp < before {
+			t.Fatalf("batch %d: %+v", i, h)
 		}
 	}
 }
