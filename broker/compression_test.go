@@ -293,6 +293,34 @@ func TestCompressionTypeBrokerDefault(t *testing.T) {
 	}
 	got := consumeKgo(t, addr, "d-override", 2*len(recs), 20*time.Second)
 	checkRecords(t, append(append([]testRecord(nil), recs...), recs...), got)
+
+	// The broker key changed at run time: topics without an override follow it; a bad value
+	// is refused.
+	for _, tc := range []struct {
+		value string
+		ok    bool
+	}{{"snappy", true}, {"brotli", false}} {
+		resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "compression.type", Value: str(tc.value)}}, b.cfg.NodeID())
+		if err == nil {
+			for _, r := range resps {
+				err = r.Err
+			}
+		}
+		if (err == nil) != tc.ok {
+			t.Fatalf("broker compression.type=%s: %v", tc.value, err)
+		}
+	}
+	before = len(storedCodecs(t, dir, "d-default", 0))
+	produceKgo(t, addr, "d-default", kgo.ZstdCompression(), recs)
+	after = storedCodecs(t, dir, "d-default", 0)
+	if len(after) <= before {
+		t.Fatal("nothing appended")
+	}
+	for _, c := range after[before:] {
+		if c != record.CodecSnappy {
+			t.Fatalf("after the broker key became snappy: stored codec %d (%v)", c, after)
+		}
+	}
 }
 
 // TestCompressionTypeRefusals: a batch that becomes larger than max.message.bytes once
