@@ -44,6 +44,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzRecover -fuzztime $(FUZZTIME) ./engine/
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime $(FUZZTIME) ./record/
 	$(GO) test -run '^$$' -fuzz FuzzRecordReader -fuzztime $(FUZZTIME) ./record/
+	$(GO) test -run '^$$' -fuzz FuzzRecompress -fuzztime $(FUZZTIME) ./record/
 	$(GO) test -run '^$$' -fuzz FuzzDispatch -fuzztime $(FUZZTIME) ./broker/
 	$(GO) test -run '^$$' -fuzz FuzzControllerRPC -fuzztime $(FUZZTIME) ./controller/
 	$(GO) test -run '^$$' -fuzz '^FuzzScram$$' -fuzztime $(FUZZTIME) ./broker/

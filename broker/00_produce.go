@@ -19,6 +19,13 @@ package broker
 // INVALID_TOPIC_EXCEPTION "Cannot append to internal topic", as Kafka's ReplicaManager does, for
 // every client (Kafka exempts the client id "__admin_client", which any client can send); the
 // group coordinator appends to __consumer_offsets through the replica manager, not here.
+// A topic whose compression.type names a codec (its override, else the broker's key) stores
+// every batch in it: a batch in another codec is recompressed here, on the leader, before the
+// append (record.Recompressor: records and header unchanged but the codec, length and CRC; a
+// result past max.message.bytes is MESSAGE_TOO_LARGE, as Kafka's RecordTooLargeException after
+// recompression), then validated by the log like any batch. Under compression.type=producer (the
+// default) and for a batch already in the topic's codec nothing is copied: the request's bytes
+// are appended in place. Followers append the leader's bytes (AppendStored): never recompressed.
 
 import (
 	"errors"
@@ -79,6 +86,10 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 			t, found = b.topics.get(rt.Topic)
 		}
 		unauthorized := denied != nil && (found || r.Version < 13) && denied(topicNameOf(rt.Topic, t.Name, r.Version >= 13))
+		compression := record.Compression{Codec: record.CodecProducer}
+		if found {
+			compression = b.topicCompression(t)
+		}
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
@@ -124,7 +135,22 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 					if len(rp.Records) == 0 {
 						err = fmt.Errorf("empty record set: %w", kerr.InvalidRecord)
 					} else {
-						info, epoch, err = rep.appendAsLeader(rp.Records)
+						// A batch whose codec is not the topic's compression.type is rebuilt in
+						// it first (Kafka's LogValidator); every other batch, and every batch
+						// under the default (producer), is appended as it came.
+						batch := rp.Records
+						var rc *record.Recompressor
+						if compression.Rewrites(batch) {
+							rc = record.GetRecompressor()
+							mmb := l.Config().MaxMessageBytes
+							batch, err = rc.Recompress(batch, compression, mmb, record.DecompressLimit(mmb))
+						}
+						if err == nil {
+							info, epoch, err = rep.appendAsLeader(batch)
+						}
+						if rc != nil {
+							rc.Release() // the log copied the batch into its segment
+						}
 					}
 					if err == nil {
 						sp.BaseOffset = info.BaseOffset
@@ -199,4 +225,22 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 		b.observeProduceErrors(resp)
 		return netio.Reply{Response: resp}
 	}}
+}
+
+// topicCompression is the codec and level topic t stores produced batches in: its
+// compression.type and compression.<codec>.level, each the topic's override, else the broker's
+// key. Read once per topic of a request; the values were validated when set.
+func (b *Broker) topicCompression(t Topic) record.Compression {
+	codec, ok := record.ParseCompressionType(keyCompressionType.Topic(b.cfg, t.Configs))
+	switch {
+	case !ok: // validated when set: cannot happen
+		return record.Compression{Codec: record.CodecProducer}
+	case codec == record.CodecGzip:
+		return record.Compression{Codec: codec, Level: keyCompressionGzipLevel.Topic(b.cfg, t.Configs)}
+	case codec == record.CodecLZ4:
+		return record.Compression{Codec: codec, Level: keyCompressionLZ4Level.Topic(b.cfg, t.Configs)}
+	case codec == record.CodecZstd:
+		return record.Compression{Codec: codec, Level: keyCompressionZstdLevel.Topic(b.cfg, t.Configs)}
+	}
+	return record.Compression{Codec: codec} // producer, uncompressed, snappy: no level
 }

@@ -22,7 +22,6 @@ var pendingKeys = map[string]bool{
 	"segment.jitter.ms":                         true,
 	"preallocate":                               true,
 	"file.delete.delay.ms":                      true,
-	"compression.type":                          true,
 	"max.incremental.fetch.session.cache.slots": true,
 }
 

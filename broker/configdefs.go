@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/weir-mq/weir/record"
 )
 
 // ConfigType is a config value's type, with Kafka's names.
@@ -83,7 +85,10 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime", Valid: oneOf("CreateTime", "LogAppendTime"), Doc: "CreateTime keeps the producer's record timestamps (checked against the two bounds below); LogAppendTime stamps each appended batch with the broker's clock (timestamp-type attribute set, maxTimestamp = now, CRC recomputed) and returns that time in the Produce response.", Dynamic: true, Topic: "message.timestamp.type"},
 	{Name: "log.message.timestamp.before.max.ms", Type: TypeLong, Unit: "ms", Default: "9223372036854775807", Valid: atLeast(0), Doc: "Largest allowed age of a CreateTime record timestamp: a batch holding a record older than the broker's clock minus this is refused (INVALID_TIMESTAMP). Ignored under LogAppendTime.", Dynamic: true, Topic: "message.timestamp.before.max.ms"},
 	{Name: "log.message.timestamp.after.max.ms", Type: TypeLong, Unit: "ms", Default: "3600000", Valid: atLeast(0), Doc: "Largest allowed lead of a CreateTime record timestamp over the broker's clock (Kafka 4's default, one hour): a batch holding a later record is refused (INVALID_TIMESTAMP). A far-future timestamp would keep its segment, and every later one, from time retention. Ignored under LogAppendTime.", Dynamic: true, Topic: "message.timestamp.after.max.ms"},
-	{Name: "compression.type", Type: TypeString, Default: "producer", Valid: oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), Doc: "Stored compression; weir stores batches as the producer sent them.", Dynamic: true, Topic: "compression.type"},
+	{Name: "compression.type", Type: TypeString, Default: "producer", Valid: oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), Doc: "Codec produced batches are stored in: uncompressed, gzip, snappy, lz4, zstd, or producer (each batch as the producer compressed it). With a codec, a batch in another codec is recompressed on the leader before it is appended (records and header fields unchanged but the codec, length and CRC; snappy in Kafka's xerial framing), as Kafka does; a batch already in that codec, whatever its level, and an uncompressed control batch are stored as they came. A recompressed batch larger than max.message.bytes is refused (MESSAGE_TOO_LARGE). Followers store the leader's bytes.", Dynamic: true, Topic: "compression.type"},
+	{Name: "compression.gzip.level", Type: TypeInt, Valid: compressionLevel("gzip"), Default: "-1", Doc: "gzip level of batches recompressed to compression.type=gzip: 1 (fastest) to 9 (smallest), or -1 (zlib's default, 6).", Dynamic: true, Topic: "compression.gzip.level"},
+	{Name: "compression.lz4.level", Type: TypeInt, Valid: compressionLevel("lz4"), Default: "9", Doc: "lz4 level of batches recompressed to compression.type=lz4, 1 to 17: 9 is lz4's fast compressor (Kafka's default); other levels use lz4's high-compression mode (weir's lz4 library has nine depths: 1-8 take the shallowest, 10-17 deeper ones).", Dynamic: true, Topic: "compression.lz4.level"},
+	{Name: "compression.zstd.level", Type: TypeInt, Valid: compressionLevel("zstd"), Default: "3", Doc: "zstd level of batches recompressed to compression.type=zstd, -131072 to 22 (zstd's scale; weir's encoder has four speeds: below 3 fastest, 3-5 default, 6-9 better, 10 and above best; an encoder in use holds about 1.5, 2.6, 5.5 and 35 MiB respectively).", Dynamic: true, Topic: "compression.zstd.level"},
 	{Name: "min.insync.replicas", Type: TypeInt, Unit: "replicas", Default: "1", Valid: atLeast(1), Doc: "Minimum in-sync replicas for acks=all.", Dynamic: true, Topic: "min.insync.replicas"},
 	{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", Doc: "Allow leaders from outside the ISR.", Dynamic: true, Topic: "unclean.leader.election.enable"},
 	{Name: "log.cleaner.delete.retention.ms", Type: TypeLong, Unit: "ms", Default: "86400000", Valid: atLeast(0), Doc: "How long compaction keeps tombstones.", Dynamic: true, Topic: "delete.retention.ms"},
@@ -232,6 +237,31 @@ func (r rangeValidator) String() string {
 		return "[" + fmtBound(r.lo) + ",...," + fmtBound(r.hi) + "]"
 	}
 	return "[" + fmtBound(r.lo) + ",...]"
+}
+
+// levelValidator is the range of a compression.<codec>.level key (KIP-390), as record.CheckLevel
+// checks it: gzip -1 or 1..9, lz4 1..17, zstd -131072..22.
+type levelValidator struct{ codec string }
+
+func compressionLevel(codec string) Validator { return levelValidator{codec} }
+
+func (l levelValidator) check(v string) error {
+	codec, _ := record.ParseCompressionType(l.codec)
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return fmt.Errorf("not a number")
+	}
+	return record.CheckLevel(codec, n)
+}
+
+func (l levelValidator) String() string {
+	switch l.codec {
+	case "gzip":
+		return "-1 or [1,...,9]"
+	case "lz4":
+		return "[1,...,17]"
+	}
+	return "[-131072,...,22]"
 }
 
 func fmtBound(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

@@ -231,4 +231,8 @@ var (
 	keyMessageTimestampAfterMaxMs  = longKey("message.timestamp.after.max.ms")
 	keyMinInsyncReplicas           = intKey("min.insync.replicas")
 	keyUncleanLeaderElectionEnable = boolKey("unclean.leader.election.enable")
+	keyCompressionType             = stringKey("compression.type")
+	keyCompressionGzipLevel        = intKey("compression.gzip.level")
+	keyCompressionLZ4Level         = intKey("compression.lz4.level")
+	keyCompressionZstdLevel        = intKey("compression.zstd.level")
 )

@@ -38,4 +38,16 @@
 // failures are typed: each wraps a franz-go kerr error carrying the Kafka error code the broker
 // must answer with (CORRUPT_MESSAGE, UNSUPPORTED_FOR_MESSAGE_FORMAT, INVALID_RECORD,
 // INVALID_TIMESTAMP, MESSAGE_TOO_LARGE); a refusal naming one record is a *RecordError.
+//
+// Recompression (recompress.go) is Kafka's rebuild of a produced batch whose codec is not its
+// topic's compression.type (LogValidator.buildRecordsAndAssignOffsets): Compression.Rewrites
+// says from two header bytes whether a batch needs it (never under compression.type=producer,
+// never for a batch already in the target codec, never for an uncompressed control batch), and a
+// pooled Recompressor streams the records through a Reader into a pooled encoder (gzip, snappy in
+// Kafka's xerial framing, lz4 frame with 64 KiB blocks, zstd with a 1 MiB window; levels on
+// Kafka's scale, KIP-390) writing into a buffer bounded by max.message.bytes (MESSAGE_TOO_LARGE
+// past it, the buffer never larger). The records keep their bytes; the header keeps every field
+// but the codec bits, batchLength and the CRC. Recompressions take the decompression slots
+// above, so at most that many encoders and output buffers are in use at once. Followers never
+// recompress: they store the leader's bytes.
 package record

@@ -40,9 +40,11 @@ const (
 )
 
 // decompressSlots bounds how many batches the network-facing paths (ValidateProduce,
-// FirstRecordAtOrAfter) decompress at once: each may hold up to twice its bound (the record
-// buffer and the zstd window), so with the default max.message.bytes the broker's memory for
-// decompression stays below slots x 32 MiB however many clients send compressed batches at once.
+// FirstRecordAtOrAfter, Recompressor.Recompress) decompress at once: each may hold up to twice
+// its bound (the record buffer and the zstd window), so with the default max.message.bytes the
+// broker's memory for decompression stays below slots x 32 MiB however many clients send
+// compressed batches at once (a recompression adds its encoder and an output buffer of at most
+// max.message.bytes).
 // Decompression is CPU-bound, so more slots than twice the processors would not add throughput.
 // A waiter holds no lock.
 var decompressSlots = make(chan struct{}, max(4, 2*runtime.GOMAXPROCS(0)))

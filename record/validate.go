@@ -84,30 +84,9 @@ func ValidateProduce(b []byte, p *Policy) (Header, error) {
 }
 
 func validate(b []byte, p *Policy, stamp bool) (Header, error) {
-	h, err := ParseHeader(b)
+	h, err := checkBatch(b, p.MaxBatchBytes)
 	if err != nil {
 		return h, err
-	}
-	if p.MaxBatchBytes > 0 && len(b) > p.MaxBatchBytes {
-		return h, fmt.Errorf("batch of %d bytes exceeds max.message.bytes %d: %w", len(b), p.MaxBatchBytes, kerr.MessageTooLarge)
-	}
-	if h.Magic != CurrentMagic {
-		return h, fmt.Errorf("batch magic %d, only magic %d is supported: %w", h.Magic, CurrentMagic, kerr.UnsupportedForMessageFormat)
-	}
-	if int64(h.BatchLength)+LogOverhead != int64(len(b)) {
-		return h, fmt.Errorf("batchLength %d disagrees with %d bytes received: %w", h.BatchLength, len(b), kerr.CorruptMessage)
-	}
-	if c := Checksum(b); c != h.CRC {
-		return h, fmt.Errorf("batch crc %08x, computed %08x: %w", h.CRC, c, kerr.CorruptMessage)
-	}
-	if h.Compression() > 4 {
-		return h, fmt.Errorf("batch compression codec %d unknown: %w", h.Compression(), kerr.CorruptMessage)
-	}
-	if h.RecordCount <= 0 {
-		return h, fmt.Errorf("invalid reported count for record batch: %d: %w", h.RecordCount, kerr.InvalidRecord)
-	}
-	if h.LastOffsetDelta != h.RecordCount-1 {
-		return h, fmt.Errorf("inconsistent batch offset range [0, %d] and count of records %d: %w", h.LastOffsetDelta, h.RecordCount, kerr.InvalidRecord)
 	}
 	if h.IsControl() {
 		return h, fmt.Errorf("clients are not allowed to write control records: %w", kerr.InvalidRecord)
