@@ -85,6 +85,19 @@ func call(ctx context.Context, sec *PortSecurity, addr string, req *request) err
 	return resp.err()
 }
 
+// callAtLeader sends req to the current raft leader's port, again at the new leader when
+// leadership moved on the way (NOT_CONTROLLER: an election on a loaded machine), as a broker's
+// controller client does.
+func callAtLeader(ctx context.Context, cl *testCluster, sec *PortSecurity, req *request) error {
+	for {
+		err := call(ctx, sec, cl.addrs[cl.leader().cfg.NodeID], req)
+		if !errors.Is(err, kerr.NotController) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // snapshotOf is what an attacker must not change.
 type snapshotOf struct {
 	topics  map[string][16]byte
@@ -130,10 +143,18 @@ func TestControllerPortSecurity(t *testing.T) {
 	f := newSecFixture(t)
 	cl := newTestClusterSec(t, 3, func(id int32) *PortSecurity { return f.broker(t, id) })
 	ctx := ctxT(t, 60*time.Second)
-	leader := cl.leader()
-	if _, err := leader.CreateTopic(ctx, CreateTopicRequest{Name: "keep", Partitions: 2, ReplicationFactor: 3}); err != nil {
-		t.Fatal(err)
+	// Leadership can move under load (race detector, a busy machine): create at whichever node
+	// leads, and count a create that committed before a move as done.
+	for tries := 0; ; tries++ {
+		_, err := cl.leader().CreateTopic(ctx, CreateTopicRequest{Name: "keep", Partitions: 2, ReplicationFactor: 3})
+		if err == nil || (tries > 0 && errors.Is(err, kerr.TopicAlreadyExists)) {
+			break
+		}
+		if !errors.Is(err, kerr.NotController) || ctx.Err() != nil {
+			t.Fatal(err)
+		}
 	}
+	leader := cl.leader()
 	// A non-leader's request crosses the secured port (forwarded to the leader).
 	if err := cl.follower().PutRecords(ctx, RecordKindACL, map[string]string{"k": "v"}, nil); err != nil {
 		t.Fatal(err)
@@ -230,13 +251,13 @@ func TestControllerPortSecurity(t *testing.T) {
 			{Op: reqControlledStop, BrokerID: oid},
 			{Op: reqAlterPartition, AlterPartition: &AlterPartitionRequest{Topic: "keep", Partition: 0, LeaderID: oid, ISR: []int32{oid}}},
 		} {
-			if err := call(ctx, sec, addr, req); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+			if err := callAtLeader(ctx, cl, sec, req); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
 				t.Fatalf("%s for broker %d with another broker's credentials: %v, want CLUSTER_AUTHORIZATION_FAILED", req.Op, oid, err)
 			}
 		}
 		// The right principal but another process while the broker lives: Kafka's duplicate
 		// registration.
-		err := call(ctx, f.broker(t, oid), addr, &request{Op: reqHeartbeat, BrokerID: oid, Register: true, Incarnation: "second-process", Endpoints: other.cfg.Endpoints})
+		err := callAtLeader(ctx, cl, f.broker(t, oid), &request{Op: reqHeartbeat, BrokerID: oid, Register: true, Incarnation: "second-process", Endpoints: other.cfg.Endpoints})
 		if !errors.Is(err, kerr.DuplicateBrokerRegistration) {
 			t.Fatalf("second incarnation of a live broker: %v, want DUPLICATE_BROKER_REGISTRATION", err)
 		}
@@ -279,7 +300,7 @@ func TestControllerPortSecurity(t *testing.T) {
 
 	// Once a broker is gone (fenced, session over), another allowed principal may register its
 	// id: a replaced machine, a new certificate subject.
-	gone := cl.follower(leader.cfg.NodeID)
+	gone := cl.follower(cl.leader().cfg.NodeID)
 	gid, gEndpoints := gone.cfg.NodeID, gone.cfg.Endpoints
 	cl.stop(gid)
 	eventually(t, 20*time.Second, "the stopped broker fenced", func() error {
@@ -293,7 +314,7 @@ func TestControllerPortSecurity(t *testing.T) {
 	if gid == 2 {
 		newcomer = 3
 	}
-	if err := call(ctx, f.broker(t, newcomer), addr, &request{Op: reqHeartbeat, BrokerID: gid, Register: true, Incarnation: "replacement", Endpoints: gEndpoints}); err != nil {
+	if err := callAtLeader(ctx, cl, f.broker(t, newcomer), &request{Op: reqHeartbeat, BrokerID: gid, Register: true, Incarnation: "replacement", Endpoints: gEndpoints}); err != nil {
 		t.Fatalf("registering a gone broker's id with another principal: %v", err)
 	}
 	if got, want := leader.Image().Brokers[gid].Principal, fmt.Sprintf("User:broker%d", newcomer); got != want {
