@@ -736,8 +736,12 @@ func (l *Log) Close() error {
 	l.closed = true
 	var errs []error
 	if l.logDir.Err() == nil {
-		// The active segment's indexes are trusted after a clean shutdown: make them durable
-		// (trimmed and synced) before the clean-shutdown marker can be written.
+		// The active segment's indexes are trusted after a clean shutdown: give the time index
+		// its final entry (max timestamp so far, as Kafka's LogSegment.close does) and make them
+		// durable (trimmed and synced) before the clean-shutdown marker can be written.
+		if err := l.active.AppendFinalTimeIndexEntry(); err != nil {
+			errs = append(errs, err)
+		}
 		if err := l.active.Seal(); err != nil {
 			errs = append(errs, err)
 		}

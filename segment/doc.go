@@ -6,7 +6,7 @@
 // cache. A Sync returns once every earlier append is fdatasync'd. An index entry is added when more
 // than IndexIntervalBytes were appended since the last one: it points at the start of the appended
 // batch and names the batch's last offset; the time index gets (max timestamp so far, offset of that
-// timestamp) at the same moments, and once more when the segment is sealed, as Kafka does.
+// timestamp) at the same moments, and once more when the segment rolls and when it is closed (AppendFinalTimeIndexEntry), as Kafka does.
 //
 // Reads never copy record bytes: Slice returns {file, position, length} for sendfile. Offset
 // translation is an index lookup followed by a short forward scan of batch headers. Header reads of

@@ -27,13 +27,29 @@ func (s *Segment) Sync() error {
 // time index gets its final entry (max timestamp so far), as Kafka's onBecomeInactiveSegment does.
 // Reads switch to the read-only mapping.
 func (s *Segment) MarkInactive() error {
-	if ts := s.maxTimestamp.Load(); ts != record.NoTimestamp {
-		if err := s.timeIndex.MaybeAppend(ts, s.offsetOfMaxTimestamp, true); err != nil && !errors.Is(err, index.ErrIndexFull) {
-			return fmt.Errorf("seal time index of %s: %w", s.log.Name(), err)
-		}
+	if err := s.AppendFinalTimeIndexEntry(); err != nil {
+		return err
 	}
 	s.retireMapping()
 	s.sealed.Store(true)
+	return nil
+}
+
+// AppendFinalTimeIndexEntry appends (max timestamp so far, offset of it) to the time index when it
+// differs from the last entry, as Kafka's LogSegment does at roll (onBecomeInactiveSegment) and
+// at close: TimeIndex.maybeAppend with skipFullCheck, so a full index still takes the entry when
+// it only repeats the last one. Without it the last entry of a segment may lag its largest
+// timestamp (entries are added only every index.interval.bytes), and a reader of the files
+// (Kafka opening the dir, time retention after a restart) would see an older largest timestamp.
+// Called by the appender (or with no appender left, at close).
+func (s *Segment) AppendFinalTimeIndexEntry() error {
+	ts := s.maxTimestamp.Load()
+	if ts == record.NoTimestamp {
+		return nil
+	}
+	if err := s.timeIndex.MaybeAppend(ts, s.offsetOfMaxTimestamp, true); err != nil && !errors.Is(err, index.ErrIndexFull) {
+		return fmt.Errorf("final time index entry of %s: %w", s.log.Name(), err)
+	}
 	return nil
 }
 
@@ -187,8 +203,11 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 	return s.nextOffset.Load(), nil
 }
 
-// Close trims the indexes and drops the owner's reference (files close with the last reader).
+// Close appends the time index's final entry (AppendFinalTimeIndexEntry, as Kafka's
+// LogSegment.close does; a failure is returned after the rest is done), trims the indexes and
+// drops the owner's reference (files close with the last reader).
 func (s *Segment) Close() error {
+	finalErr := s.AppendFinalTimeIndexEntry()
 	err := s.offsetIndex.TrimToValidSize()
 	if err2 := s.timeIndex.TrimToValidSize(); err == nil {
 		err = err2
@@ -197,7 +216,7 @@ func (s *Segment) Close() error {
 	if err != nil {
 		return fmt.Errorf("close segment %s: %w", s.log.Name(), err)
 	}
-	return nil
+	return finalErr
 }
 
 // Delete unlinks the segment's files and drops the owner's reference. Readers holding a
