@@ -90,8 +90,9 @@ type timeSynonym struct {
 // timeSynonyms are Kafka's synonyms of the millisecond keys, in precedence order:
 // log.retention.ms wins over log.retention.minutes, which wins over log.retention.hours.
 var timeSynonyms = map[string][]timeSynonym{
-	"log.retention.ms": {{"log.retention.minutes", 60_000}, {"log.retention.hours", 3_600_000}},
-	"log.roll.ms":      {{"log.roll.hours", 3_600_000}},
+	"log.retention.ms":   {{"log.retention.minutes", 60_000}, {"log.retention.hours", 3_600_000}},
+	"log.roll.ms":        {{"log.roll.hours", 3_600_000}},
+	"log.roll.jitter.ms": {{"log.roll.jitter.hours", 3_600_000}},
 }
 
 // Get returns a key's value and its source ("DYNAMIC_BROKER_CONFIG", "STATIC_BROKER_CONFIG" or
@@ -317,6 +318,9 @@ func (c *Config) LogConfig(overrides map[string]string) engine.Config {
 		DeleteRetentionMs:      get("delete.retention.ms"),
 		MinCleanableDirtyRatio: ratio("min.cleanable.dirty.ratio"),
 		MinCompactionLagMs:     get("min.compaction.lag.ms"),
+		MaxCompactionLagMs:     get("max.compaction.lag.ms"),
+		SegmentJitterMs:        get("segment.jitter.ms"),
+		ProducerIDExpirationMs: c.int64("producer.id.expiration.ms"),
 
 		MessageTimestampType:        str("message.timestamp.type"),
 		CheckTimestamps:             true,

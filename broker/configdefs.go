@@ -59,6 +59,10 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "log.index.size.max.bytes", Type: TypeInt, Default: "10485760", Doc: "Maximum size of a segment's offset or time index.", Dynamic: true, Topic: "segment.index.bytes"},
 	{Name: "log.flush.interval.messages", Type: TypeLong, Default: "1", Doc: "Unflushed messages that force an fdatasync. 1 (weir's default) = every acknowledged write is durable (group commit); larger = acknowledge from the page cache as Kafka's default does.", Dynamic: true, Topic: "flush.messages"},
 	{Name: "log.flush.interval.ms", Type: TypeLong, Default: "0", Doc: "Also fdatasync when the oldest unflushed write is this old; 0 disables.", Dynamic: true, Topic: "flush.ms"},
+	{Name: "log.roll.jitter.ms", Type: TypeLong, Default: "0", Doc: "Largest random jitter subtracted from a segment's time-based roll deadline (log.roll.ms): each segment draws one in [0, min(this, log.roll.ms)) when it becomes active, so partitions created together do not all roll together. When unset, log.roll.jitter.hours gives it (Kafka's precedence).", Dynamic: true, Topic: "segment.jitter.ms"},
+	{Name: "log.roll.jitter.hours", Type: TypeInt, Default: "0", Doc: "log.roll.jitter.ms in hours, used when log.roll.jitter.ms is not set."},
+	{Name: "log.cleaner.min.compaction.lag.ms", Type: TypeLong, Default: "0", Doc: "A record stays uncompacted at least this long: the cleaner stops at the first dirty segment whose newest record is younger.", Dynamic: true, Topic: "min.compaction.lag.ms"},
+	{Name: "log.cleaner.max.compaction.lag.ms", Type: TypeLong, Default: "9223372036854775807", Doc: "A record stays uncompacted at most about this long (KIP-354): a compacted log whose oldest dirty sealed segment's first batch is older is cleaned even below min.cleanable.dirty.ratio, and a compacted log's active segment rolls no later than this after its first batch. 0 or the default: no bound.", Dynamic: true, Topic: "max.compaction.lag.ms"},
 	{Name: "log.cleanup.policy", Type: TypeList, Default: "delete", Doc: "delete, compact, or both.", Dynamic: true, Topic: "cleanup.policy"},
 	{Name: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime", Doc: "CreateTime keeps the producer's record timestamps (checked against the two bounds below); LogAppendTime stamps each appended batch with the broker's clock (timestamp-type attribute set, maxTimestamp = now, CRC recomputed) and returns that time in the Produce response.", Dynamic: true, Topic: "message.timestamp.type"},
 	{Name: "log.message.timestamp.before.max.ms", Type: TypeLong, Default: "9223372036854775807", Doc: "Largest allowed age of a CreateTime record timestamp: a batch holding a record older than the broker's clock minus this is refused (INVALID_TIMESTAMP). Ignored under LogAppendTime.", Dynamic: true, Topic: "message.timestamp.before.max.ms"},
@@ -94,7 +98,7 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "group.min.session.timeout.ms", Type: TypeInt, Default: "6000", Doc: "Smallest session timeout a member may ask for (INVALID_SESSION_TIMEOUT below)."},
 	{Name: "group.max.session.timeout.ms", Type: TypeInt, Default: "1800000", Doc: "Largest session timeout a member may ask for (INVALID_SESSION_TIMEOUT above)."},
 	{Name: "group.max.size", Type: TypeInt, Default: "2147483647", Doc: "Most members a consumer group may have (GROUP_MAX_SIZE_REACHED beyond)."},
-	{Name: "producer.id.expiration.ms", Type: TypeInt, Default: "86400000", Doc: "Forget an idempotent producer's state after this long without writes.", Dynamic: true},
+	{Name: "producer.id.expiration.ms", Type: TypeInt, Default: "86400000", Doc: "Forget an idempotent producer's state (its epoch and last sequences) once its last write, judged on the batch's max timestamp as Kafka does, is this old; checked every 10 minutes (Kafka's producer.id.expiration.check.interval.ms) and when a partition is opened. A batch from a forgotten producer is accepted at any sequence.", Dynamic: true},
 	{Name: "controller.quorum.voters", Type: TypeList, Default: "", Doc: "The metadata quorum: id@host:port of every voter, comma-separated (Kafka's format). The address is the voter's Raft and controller port. Empty = a single broker that is its own one-node quorum."},
 	{Name: "controller.listener", Type: TypeString, Default: "", Doc: "host:port of this broker's Raft and controller port when it is not a voter (a voter uses its address in controller.quorum.voters)."},
 	{Name: "metadata.log.dir", Type: TypeString, Default: "", Doc: "Where the metadata log (Raft log, snapshots) is kept; empty = the first log dir (in weir-metadata)."},
@@ -140,10 +144,7 @@ var brokerConfigDefs = []ConfigDef{
 
 // topicConfigDefault lists topic-level keys with no broker key, with their defaults.
 var topicOnlyConfigDefs = []ConfigDef{
-	{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", Doc: "Minimum age before a record may be compacted."},
-	{Name: "max.compaction.lag.ms", Type: TypeLong, Default: "9223372036854775807", Doc: "Maximum age before a record must be compacted."},
 	{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", Doc: "Dirty ratio that triggers compaction."},
-	{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", Doc: "Random jitter subtracted from segment.ms."},
 	{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", Doc: "Delay before deleted segment files are removed."},
 	{Name: "preallocate", Type: TypeBoolean, Default: "false", Doc: "Preallocate segment files."},
 	{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true", Doc: "Accepted for compatibility; weir stores only magic 2."},

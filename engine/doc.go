@@ -7,7 +7,9 @@
 // message.timestamp.before/after.max.ms, keys on compacted logs), stamps LogAppendTime when the
 // log says so (the only change to CRC-covered bytes, the CRC recomputed in place), assigns its
 // offsets by writing baseOffset and the partition leader epoch into the header in place (both lie
-// outside the CRC: no re-encode, no recompression), rolls by segment.bytes, segment.ms and index capacity, and writes the batch
+// outside the CRC: no re-encode, no recompression), rolls by segment.bytes, segment.ms (less the
+// segment's random segment.jitter.ms share; max.compaction.lag.ms when smaller on a compacted
+// log, Kafka's maxSegmentMs) and index capacity, and writes the batch
 // to the page cache. Reads return file slices bounded by the high watermark (consumers) or the log
 // end (followers); the high watermark is set from outside (replication, or the broker after a
 // durable local append).
@@ -52,8 +54,12 @@
 // .swap (the decision), published in the segment list, the old segments deleted and the .swap
 // renamed .log, with directory syncs between; at open a .cleaned is removed and a .swap finished.
 // Append refuses keyless records on a compacted log (INVALID_RECORD). The Manager runs
-// log.cleaner.threads cleaners that pick the dirtiest log above min.cleanable.dirty.ratio and
-// keep Kafka's cleaner-offset-checkpoint.
+// log.cleaner.threads cleaners that pick the dirtiest log above min.cleanable.dirty.ratio, or
+// any log whose oldest dirty record is past max.compaction.lag.ms (KIP-354), and keep Kafka's
+// cleaner-offset-checkpoint.
+//
+// Idempotent producers (producerstate.go) past producer.id.expiration.ms are forgotten by the
+// Manager every ProducerIDExpirationCheckInterval (Kafka's 10 minutes) and when a log opens.
 //
 // Leader epochs (epochs.go): each Log keeps Kafka's leader epoch cache, (epoch, start offset)
 // entries strictly increasing in both, in the partition's leader-epoch-checkpoint file

@@ -74,6 +74,7 @@ func OpenLog(o OpenOptions) (*Log, error) {
 	}
 	last := segs[len(segs)-1]
 	l.active = last
+	l.rollJitterMs = o.Config.randomSegmentJitter()
 	l.nextOffset = last.NextOffset()
 	l.segments.Store(&segs)
 	l.end.store(l.nextOffset, last.BaseOffset(), last.Size())
@@ -105,6 +106,12 @@ func (l *Log) loadProducerState() error {
 		return fmt.Errorf("load producer state of %s: %w", l.dir, err)
 	}
 	l.producers = ps
+	// Producers whose last write is older than producer.id.expiration.ms are not brought back
+	// (Kafka's loadFromSnapshot skips them; those replayed below go too).
+	defer func() {
+		cfg := l.config()
+		ps.expire(cfg.now().UnixMilli(), cfg.ProducerIDExpirationMs)
+	}()
 	if from >= l.nextOffset {
 		return nil
 	}

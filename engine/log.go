@@ -43,6 +43,9 @@ type Log struct {
 	mu sync.Mutex
 	// active is the last segment. Guarded by mu.
 	active *segment.Segment
+	// rollJitterMs is the active segment's roll jitter (segment.jitter.ms), drawn when it became
+	// active, as Kafka draws a segment's rollJitterMs when it creates or loads it. Guarded by mu.
+	rollJitterMs int64
 	// nextOffset is the log end offset. Guarded by mu; published in end.
 	nextOffset int64
 	// leaderEpoch is stamped into appended batches. Guarded by mu.
@@ -301,8 +304,9 @@ func (l *Log) appendLocked(batch []byte, h *record.Header) (AppendInfo, error) {
 }
 
 // shouldRollLocked is Kafka's roll rule: the active segment is non-empty and the batch would
-// overflow segment.bytes, or segment.ms has passed since its first batch, or the batch's offsets
-// do not fit the segment's indexes.
+// overflow segment.bytes, or segment.ms (max.compaction.lag.ms when smaller on a compacted log)
+// less the segment's roll jitter has passed since its first batch, or the batch's offsets do not
+// fit the segment's indexes.
 func (l *Log) shouldRollLocked(h *record.Header, size int64) bool {
 	s := l.active
 	if s.Size() == 0 {
@@ -320,7 +324,8 @@ func (l *Log) shouldRollLocked(h *record.Header, size int64) bool {
 	} else {
 		waited = l.config().now().Sub(s.Created()).Milliseconds()
 	}
-	return waited > l.config().SegmentMs
+	cfg := l.config()
+	return waited > cfg.maxSegmentMs()-l.rollJitterMs
 }
 
 // fitsActiveLocked reports whether the batch can still be appended to the active segment: its
@@ -352,6 +357,7 @@ func (l *Log) rollLocked(baseOffset int64) error {
 	l.flush.rolled(old)
 	l.flush.snapshotLocked(baseOffset, l.producers.encodeSnapshot())
 	l.active = seg
+	l.rollJitterMs = l.config().randomSegmentJitter()
 	segs := append(append(make([]*segment.Segment, 0, len(l.Segments())+1), l.Segments()...), seg)
 	l.segments.Store(&segs)
 	return nil
@@ -361,6 +367,20 @@ func (l *Log) rollLocked(baseOffset int64) error {
 // (ErrResourceExhausted: the append fails with a retriable error, the log dir stays online).
 func (l *Log) reserveSegmentLocked() error {
 	return l.budget.CheckSegments(1)
+}
+
+// RemoveExpiredProducers forgets the idempotent producers whose last write is
+// producer.id.expiration.ms old or older (Kafka's UnifiedLog.removeExpiredProducers) and
+// returns how many it forgot. A later batch of a forgotten producer is accepted at any sequence.
+func (l *Log) RemoveExpiredProducers() int {
+	cfg := l.config()
+	now := cfg.now().UnixMilli()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0
+	}
+	return l.producers.expire(now, cfg.ProducerIDExpirationMs)
 }
 
 // Roll forces a roll if the active segment holds data.
@@ -487,6 +507,9 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	next, err := last.TruncateTo(offset)
 	if err != nil {
 		return l.logDir.Fail(err)
+	}
+	if last != l.active { // an older segment is active again: it gets a jitter of its own
+		l.rollJitterMs = l.config().randomSegmentJitter()
 	}
 	l.active = last
 	l.nextOffset = next

@@ -137,6 +137,7 @@ func (s *Segment) Recover() (truncated int64, err error) {
 	s.maxTimestamp.Store(record.NoTimestamp)
 	s.offsetOfMaxTimestamp = s.baseOffset
 	s.firstBatchTimestamp = record.NoTimestamp
+	s.firstBatchMaxTs.Store(firstTsUnknown)
 	s.bytesSinceLastIndexEntry = 0
 
 	var m mmap.MMap
@@ -189,6 +190,7 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 		return s.nextOffset.Load(), nil
 	}
 	s.size.Store(pos)
+	s.firstBatchMaxTs.Store(firstTsUnknown)
 	if err := s.log.Truncate(pos); err != nil {
 		return 0, fmt.Errorf("truncate %s to %d: %w", s.log.Name(), pos, err)
 	}

@@ -1,0 +1,218 @@
+package engine
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/weir-mq/weir/record"
+)
+
+// rollsAfter appends a batch at ts0 to a fresh segment, then batches at ts0+w for w = 1, 2, ...
+// and returns the first w at which the log rolled.
+func rollsAfter(t *testing.T, l *Log, ts0, limit int64) int64 {
+	t.Helper()
+	keyed := func(ts int64) []byte {
+		return record.Build(nil, record.BuildOptions{BaseTimestamp: ts, ProducerID: -1, BaseSequence: -1}, []record.Record{{Key: []byte("k"), Value: []byte("v")}})
+	}
+	retAppend(t, l, keyed(ts0))
+	n := len(l.Segments())
+	for w := int64(1); w <= limit; w++ {
+		retAppend(t, l, keyed(ts0+w))
+		if len(l.Segments()) > n {
+			return w
+		}
+	}
+	t.Fatalf("no roll within %d ms", limit)
+	return 0
+}
+
+// TestSegmentJitterRoll: with segment.jitter.ms each segment rolls once segment.ms less a random
+// jitter in [0, min(jitter, segment.ms)) has passed since its first batch (Kafka's rollJitterMs):
+// within (segment.ms - jitter, segment.ms], and not always at the same moment.
+func TestSegmentJitterRoll(t *testing.T) {
+	const segMs, jitter = 200, 150
+	seen := map[int64]bool{}
+	for i := 0; i < 12; i++ {
+		l, _ := retOpen(t, func(c *Config) { c.SegmentMs = segMs; c.SegmentJitterMs = jitter })
+		ts0 := retNow + int64(i)*10_000
+		for range 3 { // the first segment, and two rolled ones
+			w := rollsAfter(t, l, ts0, 2*segMs)
+			if w <= segMs-jitter || w > segMs+1 {
+				t.Fatalf("rolled after %d ms, want in (%d, %d]", w, segMs-jitter, segMs+1)
+			}
+			seen[w] = true
+			ts0 += 2 * segMs
+		}
+	}
+	if len(seen) < 3 {
+		t.Fatalf("36 segments rolled after only %d distinct delays: no jitter? %v", len(seen), seen)
+	}
+	// Without jitter: exactly segment.ms.
+	l, _ := retOpen(t, func(c *Config) { c.SegmentMs = segMs })
+	if w := rollsAfter(t, l, retNow, 2*segMs); w != segMs+1 {
+		t.Fatalf("without jitter rolled after %d ms, want %d", w, segMs+1)
+	}
+}
+
+// TestMaxCompactionLagRoll: the active segment of a compacted log rolls once
+// max.compaction.lag.ms has passed even when segment.ms is longer (Kafka's maxSegmentMs); a
+// delete-only log keeps segment.ms.
+func TestMaxCompactionLagRoll(t *testing.T) {
+	l, _ := retOpen(t, func(c *Config) { c.CleanupPolicy = "compact"; c.MaxCompactionLagMs = 300 })
+	if w := rollsAfter(t, l, retNow, 1000); w != 301 {
+		t.Fatalf("compacted log rolled after %d ms, want 301", w)
+	}
+	l, _ = retOpen(t, func(c *Config) { c.MaxCompactionLagMs = 300; c.SegmentMs = 500 })
+	if w := rollsAfter(t, l, retNow, 1000); w != 501 {
+		t.Fatalf("delete log rolled after %d ms, want segment.ms 501", w)
+	}
+	l, _ = retOpen(t, func(c *Config) { c.CleanupPolicy = "compact"; c.MaxCompactionLagMs = 300; c.SegmentMs = 100 })
+	if w := rollsAfter(t, l, retNow, 1000); w != 101 {
+		t.Fatalf("compacted log with a shorter segment.ms rolled after %d ms, want 101", w)
+	}
+}
+
+// TestMaxCompactionLagCleansBelowRatio (KIP-354): a compacted log whose dirty ratio is below
+// min.cleanable.dirty.ratio is cleaned once its oldest dirty record is older than
+// max.compaction.lag.ms, and not before.
+func TestMaxCompactionLagCleansBelowRatio(t *testing.T) {
+	clock := newTestClock()
+	lag := int64(0)
+	configFor := func(string) Config {
+		c := compactConfig(clock)
+		c.MinCleanableDirtyRatio = 1 // a ratio never exceeds 1: never cleaned by ratio
+		c.MaxCompactionLagMs = lag
+		return c
+	}
+	m, err := OpenManager(ManagerConfig{Dirs: []string{t.TempDir()}, ConfigFor: configFor, CleanerThreads: -1,
+		CleanerDedupeBufferSize: 1 << 20, RetentionCheckInterval: -1, CheckpointInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, err := m.CreateLog(TopicPartition{"cmp", 0}, [16]byte{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(t, l, clock, 7, 20)
+	w.batches(100)
+	sealAll(t, l)
+	if n, err := m.RunCleaner(); n != 0 || err != nil {
+		t.Fatalf("without max.compaction.lag.ms: %d cleanings (%v), want 0", n, err)
+	}
+	lag = 60_000
+	l.SetConfig(configFor("cmp"))
+	clock.advance(30 * time.Second)
+	if n, err := m.RunCleaner(); n != 0 || err != nil {
+		t.Fatalf("before the lag: %d cleanings (%v), want 0", n, err)
+	}
+	clock.advance(31 * time.Second)
+	if n, err := m.RunCleaner(); n != 1 || err != nil {
+		t.Fatalf("past the lag: %d cleanings (%v), want 1", n, err)
+	}
+	if cp, end := l.CleanerCheckpoint(), l.Segments()[len(l.Segments())-1].BaseOffset(); cp != end {
+		t.Fatalf("cleaner checkpoint %d, want %d", cp, end)
+	}
+	got, _ := storedRecords(t, l)
+	sameRecords(t, "after the cleaning", got, expect(w.all, l.CleanerCheckpoint(), -1))
+	// Nothing dirty left: no more cleanings however old the records get.
+	clock.advance(time.Hour)
+	if n, _ := m.RunCleaner(); n != 0 {
+		t.Fatalf("clean log cleaned again: %d", n)
+	}
+}
+
+// TestProducerIDExpiration: a producer whose last write is producer.id.expiration.ms old is
+// forgotten by RemoveExpiredProducers (its next batch is accepted at any sequence, a retry is no
+// longer recognised), a younger one is kept; the snapshot written at close does not bring the
+// expired one back, and an older snapshot loaded at open is expired again.
+func TestProducerIDExpiration(t *testing.T) {
+	dir := t.TempDir() + "/t-0"
+	clock := &retClock{}
+	clock.ms.Store(retNow)
+	cfg := DefaultConfig()
+	cfg.Now = clock.now
+	cfg.ProducerIDExpirationMs = 10_000
+	open := func() *Log {
+		l, err := OpenLog(OpenOptions{Dir: dir, Topic: "t", Config: cfg, CleanShutdown: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	batch := func(pid int64, seq int32, ts int64) []byte {
+		return record.Build(nil, record.BuildOptions{BaseTimestamp: ts, ProducerID: pid, BaseSequence: seq}, []record.Record{{Value: []byte("v")}})
+	}
+	l := open()
+	retAppend(t, l, batch(1, 0, retNow))      // producer 1: last write at retNow
+	retAppend(t, l, batch(2, 0, retNow+5000)) // producer 2: 5 s later
+	if err := l.Roll(); err != nil {          // a roll snapshot holding both
+		t.Fatal(err)
+	}
+	clock.ms.Store(retNow + 9_999)
+	if n := l.RemoveExpiredProducers(); n != 0 {
+		t.Fatalf("expired %d producers before the expiration", n)
+	}
+	clock.ms.Store(retNow + 10_000) // producer 1 is exactly 10 s old: expired (Kafka's >=)
+	if n := l.RemoveExpiredProducers(); n != 1 {
+		t.Fatalf("expired %d producers, want 1", n)
+	}
+	// Producer 1's retry is not recognised any more: stored again. Producer 2's still is.
+	if info := retAppend(t, l, batch(1, 0, retNow)); info.Duplicate {
+		t.Fatal("expired producer's retry was recognised")
+	}
+	if info := retAppend(t, l, batch(2, 0, retNow+5000)); !info.Duplicate {
+		t.Fatal("live producer's retry was stored again")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Reopened 20 s later from the roll snapshot (the close one removed): both are expired at open.
+	if err := os.Remove(snapshotPath(dir, l.LogEndOffset())); err != nil {
+		t.Fatal(err)
+	}
+	clock.ms.Store(retNow + 20_000)
+	l = open()
+	defer l.Close()
+	l.mu.Lock()
+	left := len(l.producers.producers)
+	l.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d producers survived an open past their expiration", left)
+	}
+}
+
+// TestManagerExpiresProducers: the Manager's periodic task forgets expired producers.
+func TestManagerExpiresProducers(t *testing.T) {
+	clock := &retClock{}
+	clock.ms.Store(retNow)
+	cfg := DefaultConfig()
+	cfg.Now = clock.now
+	cfg.ProducerIDExpirationMs = 1000
+	m, err := OpenManager(ManagerConfig{Dirs: []string{t.TempDir()}, Default: cfg, RetentionCheckInterval: -1,
+		CheckpointInterval: -1, CleanerThreads: -1, ProducerIDExpirationCheckInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, err := m.CreateLog(TopicPartition{"t", 0}, [16]byte{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retAppend(t, l, record.Build(nil, record.BuildOptions{BaseTimestamp: retNow, ProducerID: 3, BaseSequence: 0}, []record.Record{{Value: []byte("v")}}))
+	clock.ms.Store(retNow + 1000)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l.mu.Lock()
+		left := len(l.producers.producers)
+		l.mu.Unlock()
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the manager did not expire the producer within 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
