@@ -320,6 +320,7 @@ func (c *Config) LogConfig(overrides map[string]string) engine.Config {
 		MinCompactionLagMs:     get("min.compaction.lag.ms"),
 		MaxCompactionLagMs:     get("max.compaction.lag.ms"),
 		SegmentJitterMs:        get("segment.jitter.ms"),
+		FileDeleteDelayMs:      get("file.delete.delay.ms"),
 		ProducerIDExpirationMs: c.int64("producer.id.expiration.ms"),
 
 		MessageTimestampType:        str("message.timestamp.type"),

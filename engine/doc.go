@@ -61,6 +61,11 @@
 // Idempotent producers (producerstate.go) past producer.id.expiration.ms are forgotten by the
 // Manager every ProducerIDExpirationCheckInterval (Kafka's 10 minutes) and when a log opens.
 //
+// Deleting segments (deleteq.go): a segment leaving the log (retention, DeleteRecords, a cleaner
+// swap, a truncation) is renamed <name>.deleted at once and its files are removed
+// file.delete.delay.ms later by a timer, as Kafka's scheduler does; readers holding it keep their
+// descriptors until they release it, and leftover .deleted files are removed at open.
+//
 // Leader epochs (epochs.go): each Log keeps Kafka's leader epoch cache, (epoch, start offset)
 // entries strictly increasing in both, in the partition's leader-epoch-checkpoint file
 // ("0\n<n>\n<epoch> <startOffset>\n...", rewritten atomically at each change, outside the

@@ -2,10 +2,14 @@ package engine
 
 import (
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/weir-mq/weir/record"
+	"github.com/weir-mq/weir/segment"
+	"github.com/weir-mq/weir/vfs"
 )
 
 // rollsAfter appends a batch at ts0 to a fresh segment, then batches at ts0+w for w = 1, 2, ...
@@ -215,4 +219,142 @@ func TestManagerExpiresProducers(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// deletedFiles lists the *.deleted files of dir.
+func deletedFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), segment.DeletedSuffix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// waitNoDeleted waits (at most 5 s) until dir holds no *.deleted file.
+func waitNoDeleted(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(deletedFiles(t, dir)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("*.deleted files still there after 5 s: %v", deletedFiles(t, dir))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestFileDeleteDelay: segments deleted by DeleteRecords/retention and by a truncation are renamed
+// .deleted at once and removed file.delete.delay.ms later; a reader holding a slice of one keeps
+// reading it meanwhile; the segments' descriptors and mappings are given back as soon as no
+// reader holds them (not after the delay); leftover .deleted files are removed at open.
+func TestFileDeleteDelay(t *testing.T) {
+	const delay = 300
+	l, _ := retOpen(t, func(c *Config) {
+		c.FileDeleteDelayMs = delay
+		c.LocalHighWatermark = true
+		c.FlushIntervalMessages = 1 << 30
+	})
+	for i := 0; i < 4; i++ { // segments 0, 1, 2, 3 (active), one batch each
+		retAppend(t, l, retBatch(100, retNow+int64(i)))
+		if i < 3 {
+			retRoll(t, l)
+		}
+	}
+	retSetHW(t, l, 4)
+	if err := l.Flush(); err != nil { // the flusher's references on rolled segments go once sealed
+		t.Fatal(err)
+	}
+	sl, err := l.Read(0, 1<<20, ReadUpToHighWatermark)
+	if err != nil || sl.Length == 0 {
+		t.Fatalf("read: %+v %v", sl, err)
+	}
+	desc0, _ := segment.Usage()
+	if _, err := l.DeleteRecordsBefore(2); err != nil {
+		t.Fatal(err)
+	}
+	retExpectBases(t, l, 2, 3)
+	if got := deletedFiles(t, l.Dir()); len(got) != 6 {
+		t.Fatalf("want the 6 files of segments 0 and 1 renamed .deleted, have %v", got)
+	}
+	if got := retFileBases(t, l); len(got) != 2 || got[0] != 2 {
+		t.Fatalf(".log files %v, want 2 and 3", got)
+	}
+	// Segment 1 (no reader) is closed at once; segment 0 stays open for the slice's reader.
+	if desc, _ := segment.Usage(); desc != desc0-segment.DescriptorsPerSegment {
+		t.Fatalf("descriptors %d after the delete, want %d", desc, desc0-segment.DescriptorsPerSegment)
+	}
+	buf := make([]byte, sl.Length)
+	if _, err := sl.File.ReadAt(buf, sl.Position); err != nil {
+		t.Fatalf("reading a deleted segment's slice: %v", err)
+	}
+	if h, err := record.CheckStored(buf); err != nil || h.BaseOffset != 0 {
+		t.Fatalf("slice of the deleted segment: %+v %v", h, err)
+	}
+	sl.Release()
+	if desc, _ := segment.Usage(); desc != desc0-2*segment.DescriptorsPerSegment {
+		t.Fatalf("descriptors %d after the reader released, want %d", desc, desc0-2*segment.DescriptorsPerSegment)
+	}
+	waitNoDeleted(t, l.Dir())
+
+	// A truncation's segments go the same way.
+	if err := l.TruncateTo(3); err != nil {
+		t.Fatal(err)
+	}
+	if got := deletedFiles(t, l.Dir()); len(got) != 3 {
+		t.Fatalf("truncation: want segment 3's files renamed .deleted, have %v", got)
+	}
+	waitNoDeleted(t, l.Dir())
+
+	// A .deleted file left by a crash is removed at open.
+	stray := filepath.Join(l.Dir(), segment.FileName(1, segment.LogSuffix)+segment.DeletedSuffix)
+	if err := os.WriteFile(stray, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := l.Config()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := OpenLog(OpenOptions{Dir: l.Dir(), Topic: "ret", Config: cfg, CleanShutdown: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if got := deletedFiles(t, l2.Dir()); len(got) != 0 {
+		t.Fatalf("leftover .deleted files after open: %v", got)
+	}
+}
+
+// TestFileDeleteDelayCleanerSwap: a cleaning's replaced segments are renamed .deleted (freeing the
+// name for the cleaned segment) and removed after the delay; the log reopens intact.
+func TestFileDeleteDelayCleanerSwap(t *testing.T) {
+	clock := newTestClock()
+	dir := filepath.Join(t.TempDir(), "compacted-0")
+	cfg := compactConfig(clock)
+	cfg.FileDeleteDelayMs = 200
+	l := openCompacted(t, vfs.OS, dir, cfg, true, 0)
+	w := newWriter(t, l, clock, 3, 30)
+	w.batches(200)
+	sealAll(t, l)
+	c := NewCleaner(CleanerConfig{DedupeBufferSize: 1 << 20})
+	mustClean(t, c, l)
+	if got := deletedFiles(t, dir); len(got) == 0 {
+		t.Fatal("no .deleted files right after the swap")
+	}
+	want := expect(w.all, l.CleanerCheckpoint(), -1)
+	got, _ := storedRecords(t, l)
+	sameRecords(t, "after the cleaning", got, want)
+	waitNoDeleted(t, dir)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openCompacted(t, vfs.OS, dir, cfg, false, 0)
+	defer l.Close()
+	got, _ = storedRecords(t, l)
+	sameRecords(t, "reopened", got, want)
 }

@@ -539,7 +539,7 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 		}
 	}
 	for _, s := range doomed {
-		if err := s.Delete(); err != nil {
+		if err := deleteSegment(l.fsys, s, l.config().FileDeleteDelayMs); err != nil {
 			return l.logDir.Fail(err)
 		}
 	}
@@ -689,10 +689,13 @@ func (l *Log) dropSegmentsLocked(drop func(s *segment.Segment, nextBase int64) b
 	return segs[:n:n]
 }
 
+// deleteSegments deletes segments that left the log, after file.delete.delay.ms (deleteq.go).
+// Requires structMu.
 func (l *Log) deleteSegments(doomed []*segment.Segment) error {
 	var errs []error
+	delay := l.config().FileDeleteDelayMs
 	for _, s := range doomed {
-		if err := s.Delete(); err != nil {
+		if err := deleteSegment(l.fsys, s, delay); err != nil {
 			errs = append(errs, err)
 		}
 	}

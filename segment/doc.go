@@ -18,9 +18,10 @@
 // truncates the file at the first bad or torn batch and rebuilds both indexes.
 //
 // Lifetime: a Segment is reference counted. Its Log holds one reference; a reader Acquires one
-// before using the segment (a returned Slice holds one until Release). Close and Delete drop the
-// Log's reference; files are unmapped and closed when the last reference goes. Unlink happens at
-// once: open descriptors stay valid.
+// before using the segment (a returned Slice holds one until Release). Close, Delete and
+// RenameDeleted drop the Log's reference; files are unmapped and closed when the last reference
+// goes. Delete unlinks at once; RenameDeleted renames the files <name>.deleted for the caller to
+// remove later (file.delete.delay.ms); either way open descriptors stay valid.
 //
 // Resources: an open segment holds DescriptorsPerSegment (3) descriptors and
 // IndexMappingsPerSegment (2) mappings, plus its read mapping once made; Usage reports what the

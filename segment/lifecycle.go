@@ -235,6 +235,26 @@ func (s *Segment) Delete() error {
 	return firstErr
 }
 
+// RenameDeleted is the first half of a delayed delete (Kafka's asynchronous segment deletion,
+// file.delete.delay.ms): the segment's files are renamed with DeletedSuffix (the indexes first,
+// the .log last) and the owner's reference is dropped, so the segment's descriptors and mappings
+// go as soon as the last reader releases it (a reader holding a Slice keeps reading its open
+// descriptor meanwhile). It returns the paths of the renamed files, for the caller to remove
+// after the delay (a restart removes leftover .deleted files). On error the reference is kept
+// (the caller may still Delete). It must run under the owning log's structure lock, as
+// RenameFiles.
+func (s *Segment) RenameDeleted() ([]string, error) {
+	if err := s.RenameFiles(DeletedSuffix); err != nil {
+		return nil, err
+	}
+	paths := make([]string, 0, 3)
+	for _, kind := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+		paths = append(paths, filepath.Join(s.dir, FileName(s.baseOffset, kind)+DeletedSuffix))
+	}
+	s.Release()
+	return paths, nil
+}
+
 // LoadSealed restores a sealed segment opened after a clean shutdown: its max timestamp comes
 // from the time index's last entry (written when it was sealed), its next offset is the base of
 // the segment after it. Nothing is read from the .log.
