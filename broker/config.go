@@ -321,6 +321,7 @@ func (c *Config) LogConfig(overrides map[string]string) engine.Config {
 		MaxCompactionLagMs:     get("max.compaction.lag.ms"),
 		SegmentJitterMs:        get("segment.jitter.ms"),
 		FileDeleteDelayMs:      get("file.delete.delay.ms"),
+		Preallocate:            str("preallocate") == "true",
 		ProducerIDExpirationMs: c.int64("producer.id.expiration.ms"),
 
 		MessageTimestampType:        str("message.timestamp.type"),

@@ -64,6 +64,7 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "log.cleaner.min.compaction.lag.ms", Type: TypeLong, Default: "0", Doc: "A record stays uncompacted at least this long: the cleaner stops at the first dirty segment whose newest record is younger.", Dynamic: true, Topic: "min.compaction.lag.ms"},
 	{Name: "log.cleaner.max.compaction.lag.ms", Type: TypeLong, Default: "9223372036854775807", Doc: "A record stays uncompacted at most about this long (KIP-354): a compacted log whose oldest dirty sealed segment's first batch is older is cleaned even below min.cleanable.dirty.ratio, and a compacted log's active segment rolls no later than this after its first batch. 0 or the default: no bound.", Dynamic: true, Topic: "max.compaction.lag.ms"},
 	{Name: "log.segment.delete.delay.ms", Type: TypeLong, Default: "60000", Doc: "A segment deleted by retention, DeleteRecords, compaction or a truncation is renamed <name>.deleted at once and its files are removed this much later (leftovers at start). Readers that already hold it keep reading; its descriptors and mappings are released as soon as none does. 0 removes the files at once.", Dynamic: true, Topic: "file.delete.delay.ms"},
+	{Name: "log.preallocate", Type: TypeBoolean, Default: "false", Doc: "Make a new segment's .log segment.bytes long at creation (fallocate, or ftruncate where the filesystem has no fallocate or the disk not the room), trimmed to the bytes written when it rolls and at a clean close; appends then never change the file's size, so an fdatasync has no size to commit. After a crash the zeros after the last batch are trimmed.", Dynamic: true, Topic: "preallocate"},
 	{Name: "log.cleanup.policy", Type: TypeList, Default: "delete", Doc: "delete, compact, or both.", Dynamic: true, Topic: "cleanup.policy"},
 	{Name: "log.message.timestamp.type", Type: TypeString, Default: "CreateTime", Doc: "CreateTime keeps the producer's record timestamps (checked against the two bounds below); LogAppendTime stamps each appended batch with the broker's clock (timestamp-type attribute set, maxTimestamp = now, CRC recomputed) and returns that time in the Produce response.", Dynamic: true, Topic: "message.timestamp.type"},
 	{Name: "log.message.timestamp.before.max.ms", Type: TypeLong, Default: "9223372036854775807", Doc: "Largest allowed age of a CreateTime record timestamp: a batch holding a record older than the broker's clock minus this is refused (INVALID_TIMESTAMP). Ignored under LogAppendTime.", Dynamic: true, Topic: "message.timestamp.before.max.ms"},
@@ -146,7 +147,6 @@ var brokerConfigDefs = []ConfigDef{
 // topicConfigDefault lists topic-level keys with no broker key, with their defaults.
 var topicOnlyConfigDefs = []ConfigDef{
 	{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", Doc: "Dirty ratio that triggers compaction."},
-	{Name: "preallocate", Type: TypeBoolean, Default: "false", Doc: "Preallocate segment files."},
 	{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true", Doc: "Accepted for compatibility; weir stores only magic 2."},
 }
 

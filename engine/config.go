@@ -183,7 +183,11 @@ func (c *Config) now() time.Time {
 }
 
 func (c *Config) segmentConfig() segment.Config {
-	return segment.Config{IndexIntervalBytes: c.IndexIntervalBytes, MaxIndexBytes: c.MaxIndexBytes, ActiveMapBytes: c.SegmentBytes}
+	sc := segment.Config{IndexIntervalBytes: c.IndexIntervalBytes, MaxIndexBytes: c.MaxIndexBytes, ActiveMapBytes: c.SegmentBytes}
+	if c.Preallocate {
+		sc.PreallocateBytes = c.SegmentBytes // Kafka's LogConfig.initFileSize
+	}
+	return sc
 }
 
 func (c *Config) fillDefaults() {

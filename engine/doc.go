@@ -81,7 +81,9 @@
 // "0\n<n>\n<topic> <partition> <offset>\n..."), partition.metadata (topic id) and the
 // .kafka_cleanshutdown marker. With the marker present nothing is scanned at start; without it,
 // segments from the one holding the recovery point on are recovered (CRC-checked, torn tails
-// truncated, indexes rebuilt) and later segments after a truncation are deleted.
+// truncated, indexes rebuilt) and later segments after a truncation are deleted. Zeros after a
+// segment's last batch (a preallocated segment, preallocate, that a crash left untrimmed) are
+// trimmed as the segment's end, not a truncation.
 //
 // DeleteLog renames a partition directory to "<topic>-<partition>.<32 hex>-delete" (the topic cut
 // so the name fits in 255 bytes, as Kafka's LocalLog does) and removes it; a failed removal is

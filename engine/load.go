@@ -227,14 +227,21 @@ func (l *Log) loadSegments(segs []*segment.Segment, o OpenOptions) ([]*segment.S
 		if !needRecovery {
 			continue
 		}
-		truncated, err := s.Recover()
+		res, err := s.RecoverTail()
 		if err != nil {
 			return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)
 		}
 		if err := s.Sync(); err != nil {
 			return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)
 		}
-		if truncated > 0 {
+		truncated := res.Truncated
+		if res.ZeroTail {
+			// Only zeros after the last batch: the unused end of a preallocated segment
+			// (preallocate) that a crash left untrimmed. Nothing was torn: the segment simply
+			// ends there, as if the file did.
+			slog.Info("trimmed the unused end of a preallocated segment", "segment", s.LogPath(), "bytes", truncated)
+			truncated = 0
+		} else if truncated > 0 {
 			slog.Warn("truncated torn or corrupt tail", "segment", s.LogPath(), "bytes", truncated)
 		}
 		if truncated > 0 || (!isLast && segs[i+1].BaseOffset() < s.NextOffset()) {

@@ -15,7 +15,13 @@
 // error, never a SIGBUS crash).
 //
 // Recover walks every batch from position 0, checks length, magic, CRC32C and offset order,
-// truncates the file at the first bad or torn batch and rebuilds both indexes.
+// truncates the file at the first bad or torn batch and rebuilds both indexes; RecoverTail also
+// says whether what it cut was only zeros.
+//
+// Preallocation (preallocate.go, Config.PreallocateBytes): a new .log is made segment.bytes long
+// (fallocate, else ftruncate) and trimmed to its logical size at roll (MarkInactive) and close;
+// Size is always the logical size. After a crash the zeros after the last batch are cut by
+// recovery like a torn tail, reported as a zero tail.
 //
 // Lifetime: a Segment is reference counted. Its Log holds one reference; a reader Acquires one
 // before using the segment (a returned Slice holds one until Release). Close, Delete and

@@ -24,10 +24,14 @@ func (s *Segment) Sync() error {
 }
 
 // MarkInactive is called by the log's appender when the segment stops being the active one: the
-// time index gets its final entry (max timestamp so far), as Kafka's onBecomeInactiveSegment does.
+// time index gets its final entry (max timestamp so far) and a preallocated .log is trimmed to its
+// logical size, as Kafka's onBecomeInactiveSegment does.
 // Reads switch to the read-only mapping.
 func (s *Segment) MarkInactive() error {
 	if err := s.AppendFinalTimeIndexEntry(); err != nil {
+		return err
+	}
+	if err := s.trimPreallocated(); err != nil { // as Kafka's onBecomeInactiveSegment trims
 		return err
 	}
 	s.retireMapping()
@@ -56,6 +60,11 @@ func (s *Segment) AppendFinalTimeIndexEntry() error {
 // Seal makes an inactive segment durable: fdatasync of the .log, indexes trimmed to their
 // written size and synced. The directory sync is the caller's (one per roll batch).
 func (s *Segment) Seal() error {
+	// A preallocated active segment sealed at close is trimmed before the sync makes its size
+	// durable (a rolled one was trimmed by MarkInactive).
+	if err := s.trimPreallocated(); err != nil {
+		return err
+	}
 	if err := s.Sync(); err != nil {
 		return err
 	}
@@ -126,9 +135,24 @@ func (s *Segment) LoadTail() error {
 // offsets increasing from the base); the file is truncated at the first bad or torn batch and
 // both indexes are rebuilt. It returns the number of bytes truncated.
 func (s *Segment) Recover() (truncated int64, err error) {
+	r, err := s.RecoverTail()
+	return r.Truncated, err
+}
+
+// RecoverResult is what a recovery cut from the end of a .log.
+type RecoverResult struct {
+	// Truncated is the number of bytes cut after the last valid batch.
+	Truncated int64
+	// ZeroTail reports that every byte cut was zero: the unused end of a preallocated segment
+	// (preallocate) that a crash left untrimmed, not a torn or corrupt batch.
+	ZeroTail bool
+}
+
+// RecoverTail is Recover, also saying whether the bytes cut were only zeros.
+func (s *Segment) RecoverTail() (res RecoverResult, err error) {
 	st, err := s.log.Stat()
 	if err != nil {
-		return 0, fmt.Errorf("recover %s: %w", s.log.Name(), err)
+		return res, fmt.Errorf("recover %s: %w", s.log.Name(), err)
 	}
 	fileSize := st.Size()
 	s.retireMapping()
@@ -144,7 +168,7 @@ func (s *Segment) Recover() (truncated int64, err error) {
 	if fileSize > 0 {
 		m, err = mmap.MapRegion(s.log.OS(), int(fileSize), mmap.RDONLY, 0, 0)
 		if err != nil {
-			return 0, fmt.Errorf("recover %s: map: %w", s.log.Name(), err)
+			return res, fmt.Errorf("recover %s: map: %w", s.log.Name(), err)
 		}
 		defer m.Unmap()
 	}
@@ -167,13 +191,16 @@ func (s *Segment) Recover() (truncated int64, err error) {
 		next = h.NextOffset()
 	}
 	if pos < fileSize {
+		res.ZeroTail = allZero(m[pos:fileSize])
 		if err := s.log.Truncate(pos); err != nil {
-			return 0, fmt.Errorf("recover %s: truncate to %d: %w", s.log.Name(), pos, err)
+			return res, fmt.Errorf("recover %s: truncate to %d: %w", s.log.Name(), pos, err)
 		}
 	}
+	s.preallocated.Store(false)
 	s.size.Store(pos)
 	s.nextOffset.Store(next)
-	return fileSize - pos, nil
+	res.Truncated = fileSize - pos
+	return res, nil
 }
 
 // TruncateTo removes every batch whose last offset is >= offset (a batch holding offset goes
@@ -191,6 +218,7 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 	}
 	s.size.Store(pos)
 	s.firstBatchMaxTs.Store(firstTsUnknown)
+	s.preallocated.Store(false) // the truncation drops the preallocated end too
 	if err := s.log.Truncate(pos); err != nil {
 		return 0, fmt.Errorf("truncate %s to %d: %w", s.log.Name(), pos, err)
 	}
@@ -206,10 +234,14 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 }
 
 // Close appends the time index's final entry (AppendFinalTimeIndexEntry, as Kafka's
-// LogSegment.close does; a failure is returned after the rest is done), trims the indexes and
+// LogSegment.close does; a failure is returned after the rest is done), trims a preallocated .log
+// and the indexes and
 // drops the owner's reference (files close with the last reader).
 func (s *Segment) Close() error {
 	finalErr := s.AppendFinalTimeIndexEntry()
+	if err := s.trimPreallocated(); err != nil && finalErr == nil { // Kafka's FileRecords.close
+		finalErr = err
+	}
 	err := s.offsetIndex.TrimToValidSize()
 	if err2 := s.timeIndex.TrimToValidSize(); err == nil {
 		err = err2

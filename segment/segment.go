@@ -43,6 +43,10 @@ type Config struct {
 	// so header reads (offset translation) need no syscall; 0 reads it with pread. Measured in
 	// BenchmarkTranslateActive: mapped scans are 10-15x faster than pread per header.
 	ActiveMapBytes int64
+	// PreallocateBytes, when > 0, is preallocate / log.preallocate: a new segment's .log is made
+	// this long (segment.bytes) at creation and trimmed to its logical size when it rolls and
+	// when it closes (preallocate.go).
+	PreallocateBytes int64
 }
 
 // DefaultConfig is Kafka's default.
@@ -132,6 +136,10 @@ type Segment struct {
 	// TruncateTo and Recover).
 	firstBatchMaxTs atomic.Int64
 
+	// preallocated is set while the .log is longer than its logical size (created preallocated,
+	// not trimmed yet).
+	preallocated atomic.Bool
+
 	sealed  atomic.Bool
 	mapOnce sync.Mutex
 	mapping atomic.Pointer[mmap.MMap]
@@ -146,6 +154,13 @@ func Create(fsys vfs.FS, dir string, baseOffset int64, cfg Config, now time.Time
 	s, err := open(fsys, dir, baseOffset, cfg, os.O_CREATE|os.O_EXCL|os.O_RDWR, "")
 	if err != nil {
 		return nil, err
+	}
+	if cfg.PreallocateBytes > 0 {
+		if err := preallocate(s.log, cfg.PreallocateBytes); err != nil {
+			_ = s.Delete()
+			return nil, err
+		}
+		s.preallocated.Store(true)
 	}
 	s.created = now
 	return s, nil
