@@ -158,6 +158,8 @@ func New(cfg *Config) (*Broker, error) {
 		CleanerDedupeBufferSize:    cfg.int64("log.cleaner.dedupe.buffer.size"),
 		CleanerIOBufferSize:        int(cfg.int64("log.cleaner.io.buffer.size")),
 		CleanerIOMaxBytesPerSecond: float64(cfg.int64("log.cleaner.io.max.bytes.per.second")),
+
+		ProducerIDExpirationCheckInterval: cfg.duration("producer.id.expiration.check.interval.ms"),
 	})
 	if err != nil {
 		return fail(err)
