@@ -385,3 +385,38 @@ func TestBrokerLogAppendTimeBrokerKey(t *testing.T) {
 		t.Fatalf("topic override CreateTime: error %d, log_append_time %d", rp.ErrorCode, rp.LogAppendTime)
 	}
 }
+
+// TestBrokerEngineKeysDynamic: the broker keys of the engine's per-log settings change at run
+// time (IncrementalAlterConfigs on the broker) and reach the open logs, as Kafka's do.
+func TestBrokerEngineKeysDynamic(t *testing.T) {
+	b := startBroker(t, nil)
+	cl := validateTestClient(t, b)
+	keysCreate(t, cl, "dyn", 1, nil)
+	l := keysLog(t, b, "dyn", 0)
+	set := map[string]string{
+		"producer.id.expiration.ms":         "5000",
+		"log.roll.jitter.ms":                "10",
+		"log.preallocate":                   "true",
+		"log.segment.delete.delay.ms":       "7",
+		"log.cleaner.max.compaction.lag.ms": "9",
+		"log.cleaner.min.compaction.lag.ms": "3",
+	}
+	var alters []kadm.AlterConfig
+	for k, v := range set {
+		alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: kadm.StringPtr(v)})
+	}
+	resp, err := kadm.NewClient(cl).AlterBrokerConfigs(keysCtx(t), alters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resp {
+		if r.Err != nil {
+			t.Fatalf("alter: %v %s", r.Err, r.ErrMessage)
+		}
+	}
+	c := l.Config()
+	if c.ProducerIDExpirationMs != 5000 || c.SegmentJitterMs != 10 || !c.Preallocate || c.FileDeleteDelayMs != 7 ||
+		c.MaxCompactionLagMs != 9 || c.MinCompactionLagMs != 3 {
+		t.Fatalf("log config after the change: %+v", c)
+	}
+}
