@@ -194,7 +194,9 @@ func TestBrokerLogRollJitterHours(t *testing.T) {
 // TestBrokerPreallocate: preallocate=true makes the active segment's .log segment.bytes long;
 // consumers read only the records; a clean shutdown trims it to the records' bytes.
 func TestBrokerPreallocate(t *testing.T) {
-	b := startBroker(t, nil)
+	// The broker keys too: a partition's first segment is made when its log is created, which
+	// may come before the topic's configs reach the broker (they are applied right after).
+	b := startBroker(t, map[string]string{"log.preallocate": "true", "log.segment.bytes": "1048576"})
 	cl := validateTestClient(t, b, kgo.DefaultProduceTopic("pre"))
 	keysCreate(t, cl, "pre", 1, map[string]string{"preallocate": "true", "segment.bytes": "1048576"})
 	ctx := keysCtx(t)

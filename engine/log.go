@@ -105,7 +105,8 @@ func (l *Log) Config() Config { return *l.config() }
 func (l *Log) config() *Config { return l.cfg.Load() }
 
 // SetConfig changes the log's configuration at run time (a topic config change): later appends,
-// rolls, flushes and retention runs use it; existing segments keep their index settings. Zero
+// rolls, flushes and retention runs use it; existing segments keep their index settings; a new
+// segment.jitter.ms or segment.ms draws the active segment's roll jitter again. Zero
 // retention values are kept as given (0 = delete at once), unlike OpenLog's defaults; the clock,
 // observer and high-watermark mode carry over when c leaves them unset.
 func (l *Log) SetConfig(c Config) {
@@ -120,6 +121,14 @@ func (l *Log) SetConfig(c Config) {
 		c.Observer = old.Observer
 	}
 	l.cfg.Store(&c)
+	if c.SegmentJitterMs != old.SegmentJitterMs || c.SegmentMs != old.SegmentMs {
+		// The active segment draws its roll jitter again from the new bounds (Kafka keeps a
+		// segment's jitter; a log configured right after its creation would otherwise keep
+		// the jitter drawn from the defaults).
+		l.mu.Lock()
+		l.rollJitterMs = c.randomSegmentJitter()
+		l.mu.Unlock()
+	}
 	l.flush.wake() // a new flush.ms or flush.messages takes effect now
 }
 
