@@ -1,0 +1,97 @@
+package segment_test
+
+import (
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/weir-mq/weir/segment"
+	"github.com/weir-mq/weir/vfs"
+)
+
+func segFileSize(t *testing.T, p string) int64 {
+	t.Helper()
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// TestPreallocatedSegment: a preallocated .log is PreallocateBytes long from creation, Size counts
+// only the batches, reads see them, and MarkInactive (roll) and Close trim it; RecoverTail cuts a
+// zero tail as such, and reports a non-zero one as a torn tail.
+func TestPreallocatedSegment(t *testing.T) {
+	const prealloc = 256 << 10
+	for _, how := range []string{"roll", "close"} {
+		t.Run(how, func(t *testing.T) {
+			dir := t.TempDir()
+			s := segCreate(t, dir, 0, segment.Config{IndexIntervalBytes: 256, MaxIndexBytes: 4096, PreallocateBytes: prealloc})
+			path := filepath.Join(dir, segment.FileName(0, segment.LogSuffix))
+			if got := segFileSize(t, path); got != prealloc {
+				t.Fatalf("created .log is %d bytes, want %d", got, prealloc)
+			}
+			batches := segFill(t, s, rand.New(rand.NewSource(5)), 40)
+			last := batches[len(batches)-1]
+			logical := last.pos + int64(len(last.data))
+			if s.Size() != logical || segFileSize(t, path) != prealloc {
+				t.Fatalf("size %d (want %d), file %d (want %d)", s.Size(), logical, segFileSize(t, path), prealloc)
+			}
+			segCheckReads(t, s, batches)
+			if how == "roll" {
+				if err := s.MarkInactive(); err != nil {
+					t.Fatal(err)
+				}
+				if got := segFileSize(t, path); got != logical {
+					t.Fatalf("after MarkInactive the file is %d bytes, want %d", got, logical)
+				}
+				segCheckReads(t, s, batches)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := segFileSize(t, path); got != logical {
+				t.Fatalf("after Close the file is %d bytes, want %d", got, logical)
+			}
+		})
+	}
+	t.Run("recover", func(t *testing.T) {
+		for _, tail := range []string{"zeros", "garbage"} {
+			dir := t.TempDir()
+			cfg := segment.Config{IndexIntervalBytes: 256, MaxIndexBytes: 4096, PreallocateBytes: prealloc}
+			s := segCreate(t, dir, 0, cfg)
+			batches := segFill(t, s, rand.New(rand.NewSource(6)), 20)
+			logical := s.Size()
+			path := filepath.Join(dir, segment.FileName(0, segment.LogSuffix))
+			if tail == "garbage" { // half of a batch's bytes after the last one, then zeros
+				f, err := os.OpenFile(path, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.WriteAt(batches[0].data[:len(batches[0].data)/2], logical); err != nil {
+					t.Fatal(err)
+				}
+				f.Close()
+			}
+			// A crash: the files as they are (no trim); reopen and recover.
+			s.Release()
+			r, err := segment.Open(vfs.OS, dir, 0, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := r.RecoverTail()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Truncated != prealloc-logical || res.ZeroTail != (tail == "zeros") {
+				t.Fatalf("%s: recovered %+v, want %d bytes cut, zero tail %v", tail, res, prealloc-logical, tail == "zeros")
+			}
+			if r.Size() != logical || segFileSize(t, path) != logical || r.NextOffset() != batches[len(batches)-1].h.NextOffset() {
+				t.Fatalf("%s: recovered size %d, file %d, next %d", tail, r.Size(), segFileSize(t, path), r.NextOffset())
+			}
+			segCheckReads(t, r, batches)
+			r.Close()
+		}
+	})
+}
