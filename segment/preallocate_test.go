@@ -95,3 +95,36 @@ func TestPreallocatedSegment(t *testing.T) {
 		}
 	})
 }
+
+// TestFullTimeIndexKeepsFinalEntry: the time index is full one entry early (Kafka's
+// TimeIndex.isFull reserves the last slot): the segment rolls with a slot left, and its last entry
+// is the max timestamp so far after the roll.
+func TestFullTimeIndexKeepsFinalEntry(t *testing.T) {
+	dir := t.TempDir()
+	// 4 time slots (3 for appends, 1 reserved); an index entry after every batch.
+	s := segCreate(t, dir, 0, segment.Config{IndexIntervalBytes: 1, MaxIndexBytes: 4 * 12})
+	next, ts := int64(0), int64(1_700_000_000_000)
+	var maxTs, maxOff int64
+	for i := 0; ; i++ {
+		b, h := segBatch(next, 2, 10, ts)
+		if !s.CanHold(h.LastOffset()) {
+			break
+		}
+		if i > 20 {
+			t.Fatal("the time index never filled")
+		}
+		segAppend(t, s, b, h)
+		maxTs, maxOff = h.MaxTimestamp, h.LastOffset()
+		next, ts = h.NextOffset(), ts+100
+	}
+	if got := s.TimeIndex().Entries(); got != 3 {
+		t.Fatalf("time index full at %d entries, want 3 (the fourth slot reserved)", got)
+	}
+	if err := s.MarkInactive(); err != nil {
+		t.Fatal(err)
+	}
+	if gotTs, gotOff := s.TimeIndex().LastEntry(); gotTs != maxTs || gotOff != maxOff {
+		t.Fatalf("final entry (%d, %d) of %d entries, want (%d, %d)", gotTs, gotOff, s.TimeIndex().Entries(), maxTs, maxOff)
+	}
+	s.Close()
+}
