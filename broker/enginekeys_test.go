@@ -148,7 +148,7 @@ func TestBrokerMaxCompactionLag(t *testing.T) {
 // segment.jitter.ms=3000, some roll (each with probability 5/6), which none would without jitter.
 func TestBrokerSegmentJitter(t *testing.T) {
 	b := startBroker(t, nil)
-	cl := validateTestClient(t, b)
+	cl := validateTestClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	keysCreate(t, cl, "jit", 8, map[string]string{"segment.ms": "3000", "segment.jitter.ms": "3000"})
 	keysCreate(t, cl, "nojit", 8, map[string]string{"segment.ms": "3000"})
 	ctx := keysCtx(t)
