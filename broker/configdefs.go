@@ -205,9 +205,15 @@ func validateValue(d ConfigDef, v string) error {
 		if v != "CreateTime" && v != "LogAppendTime" {
 			return fmt.Errorf("%s: %q is not CreateTime or LogAppendTime", d.Name, v)
 		}
-	case "message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", "message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms":
+	case "message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", "message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms",
+		"segment.jitter.ms", "log.roll.jitter.ms", "log.roll.jitter.hours", "file.delete.delay.ms", "log.segment.delete.delay.ms",
+		"min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms":
 		if n, _ := strconv.ParseInt(v, 10, 64); n < 0 {
 			return fmt.Errorf("%s: %q is negative", d.Name, v)
+		}
+	case "max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms":
+		if n, _ := strconv.ParseInt(v, 10, 64); n < 1 { // Kafka's atLeast(1)
+			return fmt.Errorf("%s: %q is less than 1", d.Name, v)
 		}
 	}
 	if d.Name == "cleanup.policy" || d.Name == "log.cleanup.policy" {

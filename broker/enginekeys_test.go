@@ -422,3 +422,19 @@ func TestBrokerEngineKeysDynamic(t *testing.T) {
 		t.Fatalf("log config after the change: %+v", c)
 	}
 }
+
+// TestBrokerEngineKeysRanges: out-of-range values of the engine keys are refused (INVALID_CONFIG),
+// with Kafka's bounds: max.compaction.lag.ms at least 1, the jitter, delays and min lag not negative.
+func TestBrokerEngineKeysRanges(t *testing.T) {
+	b := startBroker(t, nil)
+	cl := validateTestClient(t, b)
+	for k, v := range map[string]string{"max.compaction.lag.ms": "0", "segment.jitter.ms": "-1", "file.delete.delay.ms": "-5", "min.compaction.lag.ms": "-1"} {
+		resp, err := kadm.NewClient(cl).CreateTopic(keysCtx(t), 1, 1, map[string]*string{k: kadm.StringPtr(v)}, "bad-"+strings.ReplaceAll(k, ".", "-"))
+		if err == nil && resp.Err == nil {
+			t.Fatalf("%s=%s accepted", k, v)
+		}
+	}
+	if _, err := NewConfig(map[string]string{"producer.id.expiration.ms": "0"}); err == nil {
+		t.Fatal("producer.id.expiration.ms=0 accepted at start")
+	}
+}
