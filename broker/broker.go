@@ -163,6 +163,8 @@ func New(cfg *Config) (*Broker, error) {
 		CleanerDedupeBufferSize:    keyLogCleanerDedupeBufferSize.Get(cfg),
 		CleanerIOBufferSize:        int(keyLogCleanerIOBufferSize.Get(cfg)),
 		CleanerIOMaxBytesPerSecond: keyLogCleanerIOMaxBytesPerSec.Get(cfg),
+
+		ProducerIDExpirationCheckInterval: keyProducerIDExpirationCheckInterval.Get(cfg),
 	})
 	if err != nil {
 		return fail(err)

@@ -363,6 +363,11 @@ func (c *Config) LogConfig(overrides map[string]string) engine.Config {
 		DeleteRetentionMs:      keyDeleteRetentionMs.Topic(c, overrides),
 		MinCleanableDirtyRatio: keyMinCleanableDirtyRatio.Topic(c, overrides),
 		MinCompactionLagMs:     keyMinCompactionLagMs.Topic(c, overrides),
+		MaxCompactionLagMs:     keyMaxCompactionLagMs.Topic(c, overrides),
+		SegmentJitterMs:        keySegmentJitterMs.Topic(c, overrides),
+		FileDeleteDelayMs:      keyFileDeleteDelayMs.Topic(c, overrides),
+		Preallocate:            keyPreallocate.Topic(c, overrides),
+		ProducerIDExpirationMs: keyProducerIDExpirationMs.Get(c),
 
 		MessageTimestampType:        keyMessageTimestampType.Topic(c, overrides),
 		CheckTimestamps:             true,

@@ -17,11 +17,6 @@ import (
 // Remove each key from this list when its implementation is merged; the test fails on a pending
 // key that is read, so the list cannot go stale.
 var pendingKeys = map[string]bool{
-	"producer.id.expiration.ms":                 true,
-	"max.compaction.lag.ms":                     true,
-	"segment.jitter.ms":                         true,
-	"preallocate":                               true,
-	"file.delete.delay.ms":                      true,
 	"max.incremental.fetch.session.cache.slots": true,
 }
 

@@ -169,6 +169,20 @@ type cleanRange struct {
 	end                    int64
 	cleanBytes, dirtyBytes int64
 	truncations            int64
+	// compactionDelayMs is how far past max.compaction.lag.ms the oldest dirty record is (Kafka's
+	// LogCleanerManager.maxCompactionDelay), 0 when none is: a positive delay makes the log
+	// cleanable whatever its dirty ratio (KIP-354).
+	compactionDelayMs int64
+}
+
+// cleanable reports whether the cleaner should clean the log now (Kafka's grabFilthiestCompactedLog
+// filter): its dirty ratio is above min.cleanable.dirty.ratio, or a dirty record is older than
+// max.compaction.lag.ms and there is something cleanable.
+func (r *cleanRange) cleanable(cfg *Config) bool {
+	if r.dirtyBytes == 0 {
+		return false
+	}
+	return r.compactionDelayMs > 0 || r.dirtyRatio() > cfg.MinCleanableDirtyRatio
 }
 
 // dirtyRatio is dirty bytes / cleanable bytes.
@@ -191,6 +205,7 @@ func (l *Log) cleanableRange(nowMs int64) cleanRange {
 		r.firstDirty = start // a checkpoint from before a truncation or a recreated topic
 	}
 	r.end = r.firstDirty
+	r.compactionDelayMs = maxCompactionDelay(cfg, segs, r.firstDirty, nowMs)
 	bound := min(l.HighWatermark(), l.RecoveryPoint())
 	for i := 0; i < len(segs)-1; i++ {
 		s, next := segs[i], segs[i+1].BaseOffset()
@@ -211,6 +226,29 @@ func (l *Log) cleanableRange(nowMs int64) cleanRange {
 		}
 	}
 	return r
+}
+
+// maxCompactionDelay is Kafka's LogCleanerManager.maxCompactionDelay: with max.compaction.lag.ms
+// set, how long ago the oldest dirty sealed segment's first batch (its max timestamp, Kafka's
+// getFirstBatchTimestamp; unknown or non-positive ones are skipped) passed the lag, or 0.
+func maxCompactionDelay(cfg *Config, segs []*segment.Segment, firstDirty, nowMs int64) int64 {
+	if cfg.MaxCompactionLagMs <= 0 || cfg.MaxCompactionLagMs == math.MaxInt64 {
+		return 0 // no bound: nothing to read
+	}
+	cleanUntil := nowMs - cfg.MaxCompactionLagMs
+	earliest := int64(math.MaxInt64)
+	for i := 0; i < len(segs)-1; i++ { // sealed segments only, as Kafka's nonActiveLogSegmentsFrom
+		if segs[i+1].BaseOffset() <= firstDirty {
+			continue // wholly clean
+		}
+		if ts := segs[i].FirstBatchMaxTimestamp(); ts > 0 && ts < earliest {
+			earliest = ts
+		}
+	}
+	if earliest < cleanUntil {
+		return cleanUntil - earliest
+	}
+	return 0
 }
 
 // cleanContext is what the filtering of one cleaning needs.

@@ -2,8 +2,9 @@ package engine
 
 // The Manager's log cleaner (Kafka's LogCleaner threads and LogCleanerManager): CleanerThreads
 // goroutines, each with its own Cleaner (the dedupe buffer is split among them) and one shared
-// I/O throttle. A thread picks, among the compacted logs not being cleaned, the one with the
-// highest dirty ratio above its min.cleanable.dirty.ratio, cleans it, writes the log dir's
+// I/O throttle. A thread picks, among the compacted logs not being cleaned that are cleanable (dirty
+// ratio above min.cleanable.dirty.ratio, or a dirty record older than max.compaction.lag.ms:
+// KIP-354), the one with the highest dirty ratio, cleans it, writes the log dir's
 // cleaner-offset-checkpoint and looks again at once; with nothing to clean it sleeps
 // CleanerBackoff. Logs whose policy is compact,delete also get their retention applied there.
 // A cleaning that fails on the log's data (a corrupt batch) leaves the log alone for
@@ -76,8 +77,8 @@ func (m *Manager) startCleaners() {
 	}
 }
 
-// RunCleaner cleans, one after the other, every compacted log whose dirty ratio is above its
-// min.cleanable.dirty.ratio until none is (or the Manager closes), with a cleaner of its own. It
+// RunCleaner cleans, one after the other, every cleanable compacted log (dirty ratio above its
+// min.cleanable.dirty.ratio, or past max.compaction.lag.ms) until none is (or the Manager closes), with a cleaner of its own. It
 // returns the number of cleanings done.
 func (m *Manager) RunCleaner() (int, error) {
 	m.cleaner.manualMu.Lock()
@@ -131,8 +132,7 @@ func (m *Manager) cleanDirtiest(c *Cleaner) (cleaned bool, err error) {
 	return true, m.writeCleanerCheckpointsLocked()
 }
 
-// pickDirtiest marks and returns the compacted log with the highest dirty ratio above its
-// threshold, applying retention first to compact,delete logs.
+// pickDirtiest marks and returns the cleanable compacted log with the highest dirty ratio, applying retention first to compact,delete logs.
 func (m *Manager) pickDirtiest() (*Log, TopicPartition) {
 	var best *Log
 	var bestTP TopicPartition
@@ -155,7 +155,7 @@ func (m *Manager) pickDirtiest() (*Log, TopicPartition) {
 			}
 		}
 		r := l.cleanableRange(now.UnixMilli())
-		if ratio := r.dirtyRatio(); r.dirtyBytes > 0 && ratio > cfg.MinCleanableDirtyRatio && ratio > bestRatio {
+		if ratio := r.dirtyRatio(); r.cleanable(cfg) && ratio > bestRatio {
 			best, bestTP, bestRatio = l, tp, ratio
 		}
 	}

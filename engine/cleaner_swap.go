@@ -105,7 +105,9 @@ func (l *Log) swapCleaned(ns *segment.Segment, old []*segment.Segment, truncatio
 	}
 
 	for _, s := range old {
-		if err := s.Delete(); err != nil {
+		// Renamed .deleted (file.delete.delay.ms) or removed: either way its name is free for
+		// the .swap rename below.
+		if err := deleteSegment(l.fsys, s, l.config().FileDeleteDelayMs); err != nil {
 			return l.logDir.failHard(err)
 		}
 		if err := hook("old-deleted"); err != nil {

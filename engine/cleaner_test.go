@@ -49,6 +49,7 @@ func compactConfig(clock *testClock) Config {
 	cfg.FlushIntervalMessages = 1 << 30
 	cfg.LocalHighWatermark = true
 	cfg.Now = clock.now
+	cfg.FileDeleteDelayMs = 0 // replaced segments go at once (noLeftovers); enginekeys_test.go delays them
 	return cfg
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -54,6 +55,29 @@ type Config struct {
 	// MinCompactionLagMs is min.compaction.lag.ms: a segment whose newest record is younger
 	// stays uncleaned. Negative means 0.
 	MinCompactionLagMs int64
+	// MaxCompactionLagMs is max.compaction.lag.ms / log.cleaner.max.compaction.lag.ms (KIP-354):
+	// on a compacted log, the cleaner cleans a log whose oldest uncleaned record is older than
+	// this even below min.cleanable.dirty.ratio, and the active segment rolls no later than this
+	// after its first batch (Kafka's LogConfig.maxSegmentMs). Zero or negative means no bound
+	// (Kafka's default Long.MAX_VALUE; Kafka refuses 0, weir treats it as unbounded).
+	MaxCompactionLagMs int64
+	// SegmentJitterMs is segment.jitter.ms / log.roll.jitter.ms: each segment gets a random
+	// jitter in [0, min(SegmentJitterMs, segment.ms)) subtracted from its time-based roll
+	// deadline (Kafka's rollJitterMs), so segments created together do not all roll together.
+	SegmentJitterMs int64
+	// Preallocate is preallocate / log.preallocate: a new segment's .log is preallocated to
+	// segment.bytes and trimmed to its real size when it rolls and at a clean close (see
+	// segment.Config.Preallocate).
+	Preallocate bool
+	// FileDeleteDelayMs is file.delete.delay.ms / log.segment.delete.delay.ms: a segment
+	// deleted by retention, DeleteRecords, a cleaner swap or a truncation is renamed with the
+	// .deleted suffix at once and its files are removed this much later (deleteq.go). Zero or
+	// negative removes them at once.
+	FileDeleteDelayMs int64
+	// ProducerIDExpirationMs is producer.id.expiration.ms (a broker key): an idempotent
+	// producer whose last write is this old is forgotten (Manager: every
+	// ProducerIDExpirationCheckInterval). Zero or negative means Kafka's default, one day.
+	ProducerIDExpirationMs int64
 	// MessageTimestampType is message.timestamp.type / log.message.timestamp.type: "CreateTime"
 	// (also when empty) keeps the producer's timestamps; "LogAppendTime" stamps every appended
 	// batch with the broker's clock (timestamp-type attribute set, maxTimestamp = now, the CRC
@@ -102,7 +126,28 @@ func DefaultConfig() Config {
 		DeleteRetentionMs:      24 * 3600 * 1000,
 		MinCleanableDirtyRatio: 0.5,
 		MinCompactionLagMs:     0,
+		FileDeleteDelayMs:      60_000,
+		ProducerIDExpirationMs: 86_400_000,
 	}
+}
+
+// maxSegmentMs is the time after which the active segment rolls: segment.ms, or
+// max.compaction.lag.ms when smaller on a compacted log (Kafka's LogConfig.maxSegmentMs).
+func (c *Config) maxSegmentMs() int64 {
+	if c.PolicyCompact() && c.MaxCompactionLagMs > 0 {
+		return min(c.SegmentMs, c.MaxCompactionLagMs)
+	}
+	return c.SegmentMs
+}
+
+// randomSegmentJitter draws a new segment's roll jitter, as Kafka's
+// LogConfig.randomSegmentJitter: uniform in [0, min(segment.jitter.ms, segment.ms)), 0 when no
+// jitter is configured.
+func (c *Config) randomSegmentJitter() int64 {
+	if c.SegmentJitterMs <= 0 {
+		return 0
+	}
+	return rand.Int64N(min(c.SegmentJitterMs, c.SegmentMs))
 }
 
 // LogAppendTime reports whether message.timestamp.type is LogAppendTime.
@@ -138,7 +183,11 @@ func (c *Config) now() time.Time {
 }
 
 func (c *Config) segmentConfig() segment.Config {
-	return segment.Config{IndexIntervalBytes: c.IndexIntervalBytes, MaxIndexBytes: c.MaxIndexBytes, ActiveMapBytes: c.SegmentBytes}
+	sc := segment.Config{IndexIntervalBytes: c.IndexIntervalBytes, MaxIndexBytes: c.MaxIndexBytes, ActiveMapBytes: c.SegmentBytes}
+	if c.Preallocate {
+		sc.PreallocateBytes = c.SegmentBytes // Kafka's LogConfig.initFileSize
+	}
+	return sc
 }
 
 func (c *Config) fillDefaults() {
@@ -175,6 +224,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.MinCleanableDirtyRatio < 0 {
 		c.MinCleanableDirtyRatio = d.MinCleanableDirtyRatio
+	}
+	if c.ProducerIDExpirationMs <= 0 {
+		c.ProducerIDExpirationMs = d.ProducerIDExpirationMs
 	}
 	if c.MinCompactionLagMs < 0 {
 		c.MinCompactionLagMs = 0

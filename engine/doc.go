@@ -7,7 +7,9 @@
 // message.timestamp.before/after.max.ms, keys on compacted logs), stamps LogAppendTime when the
 // log says so (the only change to CRC-covered bytes, the CRC recomputed in place), assigns its
 // offsets by writing baseOffset and the partition leader epoch into the header in place (both lie
-// outside the CRC: no re-encode, no recompression), rolls by segment.bytes, segment.ms and index capacity, and writes the batch
+// outside the CRC: no re-encode, no recompression), rolls by segment.bytes, segment.ms (less the
+// segment's random segment.jitter.ms share; max.compaction.lag.ms when smaller on a compacted
+// log, Kafka's maxSegmentMs) and index capacity, and writes the batch
 // to the page cache. Reads return file slices bounded by the high watermark (consumers) or the log
 // end (followers); the high watermark is set from outside (replication, or the broker after a
 // durable local append).
@@ -52,8 +54,17 @@
 // .swap (the decision), published in the segment list, the old segments deleted and the .swap
 // renamed .log, with directory syncs between; at open a .cleaned is removed and a .swap finished.
 // Append refuses keyless records on a compacted log (INVALID_RECORD). The Manager runs
-// log.cleaner.threads cleaners that pick the dirtiest log above min.cleanable.dirty.ratio and
-// keep Kafka's cleaner-offset-checkpoint.
+// log.cleaner.threads cleaners that pick the dirtiest log above min.cleanable.dirty.ratio, or
+// any log whose oldest dirty record is past max.compaction.lag.ms (KIP-354), and keep Kafka's
+// cleaner-offset-checkpoint.
+//
+// Idempotent producers (producerstate.go) past producer.id.expiration.ms are forgotten by the
+// Manager every ProducerIDExpirationCheckInterval (Kafka's 10 minutes) and when a log opens.
+//
+// Deleting segments (deleteq.go): a segment leaving the log (retention, DeleteRecords, a cleaner
+// swap, a truncation) is renamed <name>.deleted at once and its files are removed
+// file.delete.delay.ms later by a timer, as Kafka's scheduler does; readers holding it keep their
+// descriptors until they release it, and leftover .deleted files are removed at open.
 //
 // Leader epochs (epochs.go): each Log keeps Kafka's leader epoch cache, (epoch, start offset)
 // entries strictly increasing in both, in the partition's leader-epoch-checkpoint file
@@ -70,7 +81,9 @@
 // "0\n<n>\n<topic> <partition> <offset>\n..."), partition.metadata (topic id) and the
 // .kafka_cleanshutdown marker. With the marker present nothing is scanned at start; without it,
 // segments from the one holding the recovery point on are recovered (CRC-checked, torn tails
-// truncated, indexes rebuilt) and later segments after a truncation are deleted.
+// truncated, indexes rebuilt) and later segments after a truncation are deleted. Zeros after a
+// segment's last batch (a preallocated segment, preallocate, that a crash left untrimmed) are
+// trimmed as the segment's end, not a truncation.
 //
 // DeleteLog renames a partition directory to "<topic>-<partition>.<32 hex>-delete" (the topic cut
 // so the name fits in 255 bytes, as Kafka's LocalLog does) and removes it; a failed removal is

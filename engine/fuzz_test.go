@@ -127,6 +127,10 @@ func fuzzRecover(t *testing.T, data []byte) {
 	if small&1 == 1 {
 		cfg.MaxIndexBytes = 16 + 8*int(size%32) // 2..33 offset entries: rolls on a full index
 	}
+	// preallocate: segments are made segment.bytes long, trimmed at roll and close; the damaged
+	// segment is then padded back with zeros to segment.bytes, as a crash leaves an active
+	// preallocated segment (or a rolled one whose trim was lost).
+	cfg.Preallocate = small&2 == 2
 	cfg.SegmentMs = 1000 * (1 + int64(in.byte()))
 	// Durability is not what this target is about: acknowledge from the page cache.
 	cfg.FlushIntervalMessages = 1 << 40
@@ -240,6 +244,9 @@ func fuzzRecover(t *testing.T, data []byte) {
 			damaged = append(damaged, in.byte())
 		}
 	}
+	if cfg.Preallocate && int64(len(damaged)) < cfg.SegmentBytes {
+		damaged = append(damaged, make([]byte, int(cfg.SegmentBytes)-len(damaged))...)
+	}
 	logPath := filepath.Join(dir, segment.FileName(dmg.base, segment.LogSuffix))
 	if err := os.WriteFile(logPath, damaged, 0o644); err != nil {
 		t.Fatal(err)
@@ -257,8 +264,10 @@ func fuzzRecover(t *testing.T, data []byte) {
 	next, pos, cut := dmg.base, 0, false
 	for _, j := range dmg.batches {
 		w := written[j]
-		if pos == len(damaged) {
-			break // cut at a batch boundary: the rest is simply missing
+		if allZeroBytes(damaged[pos:]) {
+			// Cut at a batch boundary: the rest is simply missing (only zeros follow: the
+			// unused end of a preallocated segment, which recovery trims as the file's end).
+			break
 		}
 		if pos+w.size > len(damaged) {
 			cut = true // torn
@@ -281,7 +290,7 @@ func fuzzRecover(t *testing.T, data []byte) {
 		want = append(want, expectedBatch{base, last, now})
 		next, pos = last+1, pos+w.size
 	}
-	if !cut && pos < len(damaged) {
+	if !cut && !allZeroBytes(damaged[pos:]) {
 		if h, err := record.CheckStored(damaged[pos:]); err == nil && h.BaseOffset >= next {
 			t.Skip("the appended garbage is a valid batch: nothing to predict")
 		}
@@ -502,4 +511,13 @@ func fuzzTempDir(t *testing.T) string {
 		}
 	}
 	return t.TempDir()
+}
+
+func allZeroBytes(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

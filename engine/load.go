@@ -74,6 +74,7 @@ func OpenLog(o OpenOptions) (*Log, error) {
 	}
 	last := segs[len(segs)-1]
 	l.active = last
+	l.rollJitterMs = o.Config.randomSegmentJitter()
 	l.nextOffset = last.NextOffset()
 	l.segments.Store(&segs)
 	l.end.store(l.nextOffset, last.BaseOffset(), last.Size())
@@ -105,6 +106,12 @@ func (l *Log) loadProducerState() error {
 		return fmt.Errorf("load producer state of %s: %w", l.dir, err)
 	}
 	l.producers = ps
+	// Producers whose last write is older than producer.id.expiration.ms are not brought back
+	// (Kafka's loadFromSnapshot skips them; those replayed below go too).
+	defer func() {
+		cfg := l.config()
+		ps.expire(cfg.now().UnixMilli(), cfg.ProducerIDExpirationMs)
+	}()
 	if from >= l.nextOffset {
 		return nil
 	}
@@ -220,14 +227,21 @@ func (l *Log) loadSegments(segs []*segment.Segment, o OpenOptions) ([]*segment.S
 		if !needRecovery {
 			continue
 		}
-		truncated, err := s.Recover()
+		res, err := s.RecoverTail()
 		if err != nil {
 			return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)
 		}
 		if err := s.Sync(); err != nil {
 			return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)
 		}
-		if truncated > 0 {
+		truncated := res.Truncated
+		if res.ZeroTail {
+			// Only zeros after the last batch: the unused end of a preallocated segment
+			// (preallocate) that a crash left untrimmed. Nothing was torn: the segment simply
+			// ends there, as if the file did.
+			slog.Info("trimmed the unused end of a preallocated segment", "segment", s.LogPath(), "bytes", truncated)
+			truncated = 0
+		} else if truncated > 0 {
 			slog.Warn("truncated torn or corrupt tail", "segment", s.LogPath(), "bytes", truncated)
 		}
 		if truncated > 0 || (!isLast && segs[i+1].BaseOffset() < s.NextOffset()) {

@@ -43,6 +43,9 @@ type Log struct {
 	mu sync.Mutex
 	// active is the last segment. Guarded by mu.
 	active *segment.Segment
+	// rollJitterMs is the active segment's roll jitter (segment.jitter.ms), drawn when it became
+	// active, as Kafka draws a segment's rollJitterMs when it creates or loads it. Guarded by mu.
+	rollJitterMs int64
 	// nextOffset is the log end offset. Guarded by mu; published in end.
 	nextOffset int64
 	// leaderEpoch is stamped into appended batches. Guarded by mu.
@@ -102,7 +105,8 @@ func (l *Log) Config() Config { return *l.config() }
 func (l *Log) config() *Config { return l.cfg.Load() }
 
 // SetConfig changes the log's configuration at run time (a topic config change): later appends,
-// rolls, flushes and retention runs use it; existing segments keep their index settings. Zero
+// rolls, flushes and retention runs use it; existing segments keep their index settings; a new
+// segment.jitter.ms or segment.ms draws the active segment's roll jitter again. Zero
 // retention values are kept as given (0 = delete at once), unlike OpenLog's defaults; the clock,
 // observer and high-watermark mode carry over when c leaves them unset.
 func (l *Log) SetConfig(c Config) {
@@ -117,6 +121,14 @@ func (l *Log) SetConfig(c Config) {
 		c.Observer = old.Observer
 	}
 	l.cfg.Store(&c)
+	if c.SegmentJitterMs != old.SegmentJitterMs || c.SegmentMs != old.SegmentMs {
+		// The active segment draws its roll jitter again from the new bounds (Kafka keeps a
+		// segment's jitter; a log configured right after its creation would otherwise keep
+		// the jitter drawn from the defaults).
+		l.mu.Lock()
+		l.rollJitterMs = c.randomSegmentJitter()
+		l.mu.Unlock()
+	}
 	l.flush.wake() // a new flush.ms or flush.messages takes effect now
 }
 
@@ -301,8 +313,9 @@ func (l *Log) appendLocked(batch []byte, h *record.Header) (AppendInfo, error) {
 }
 
 // shouldRollLocked is Kafka's roll rule: the active segment is non-empty and the batch would
-// overflow segment.bytes, or segment.ms has passed since its first batch, or the batch's offsets
-// do not fit the segment's indexes.
+// overflow segment.bytes, or segment.ms (max.compaction.lag.ms when smaller on a compacted log)
+// less the segment's roll jitter has passed since its first batch, or the batch's offsets do not
+// fit the segment's indexes.
 func (l *Log) shouldRollLocked(h *record.Header, size int64) bool {
 	s := l.active
 	if s.Size() == 0 {
@@ -320,7 +333,8 @@ func (l *Log) shouldRollLocked(h *record.Header, size int64) bool {
 	} else {
 		waited = l.config().now().Sub(s.Created()).Milliseconds()
 	}
-	return waited > l.config().SegmentMs
+	cfg := l.config()
+	return waited > cfg.maxSegmentMs()-l.rollJitterMs
 }
 
 // fitsActiveLocked reports whether the batch can still be appended to the active segment: its
@@ -352,6 +366,7 @@ func (l *Log) rollLocked(baseOffset int64) error {
 	l.flush.rolled(old)
 	l.flush.snapshotLocked(baseOffset, l.producers.encodeSnapshot())
 	l.active = seg
+	l.rollJitterMs = l.config().randomSegmentJitter()
 	segs := append(append(make([]*segment.Segment, 0, len(l.Segments())+1), l.Segments()...), seg)
 	l.segments.Store(&segs)
 	return nil
@@ -361,6 +376,20 @@ func (l *Log) rollLocked(baseOffset int64) error {
 // (ErrResourceExhausted: the append fails with a retriable error, the log dir stays online).
 func (l *Log) reserveSegmentLocked() error {
 	return l.budget.CheckSegments(1)
+}
+
+// RemoveExpiredProducers forgets the idempotent producers whose last write is
+// producer.id.expiration.ms old or older (Kafka's UnifiedLog.removeExpiredProducers) and
+// returns how many it forgot. A later batch of a forgotten producer is accepted at any sequence.
+func (l *Log) RemoveExpiredProducers() int {
+	cfg := l.config()
+	now := cfg.now().UnixMilli()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return 0
+	}
+	return l.producers.expire(now, cfg.ProducerIDExpirationMs)
 }
 
 // Roll forces a roll if the active segment holds data.
@@ -499,6 +528,9 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 		// where the first removed batch began, as in MemLog and Kafka's truncateTo.
 		next = first.BaseOffset
 	}
+	if last != l.active { // an older segment is active again: it gets a jitter of its own
+		l.rollJitterMs = l.config().randomSegmentJitter()
+	}
 	l.active = last
 	l.nextOffset = next
 	if next < l.logStartOffset.Load() {
@@ -527,7 +559,7 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 		}
 	}
 	for _, s := range doomed {
-		if err := s.Delete(); err != nil {
+		if err := deleteSegment(l.fsys, s, l.config().FileDeleteDelayMs); err != nil {
 			return l.logDir.Fail(err)
 		}
 	}
@@ -677,10 +709,13 @@ func (l *Log) dropSegmentsLocked(drop func(s *segment.Segment, nextBase int64) b
 	return segs[:n:n]
 }
 
+// deleteSegments deletes segments that left the log, after file.delete.delay.ms (deleteq.go).
+// Requires structMu.
 func (l *Log) deleteSegments(doomed []*segment.Segment) error {
 	var errs []error
+	delay := l.config().FileDeleteDelayMs
 	for _, s := range doomed {
-		if err := s.Delete(); err != nil {
+		if err := deleteSegment(l.fsys, s, delay); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -747,8 +782,12 @@ func (l *Log) Close() error {
 	l.closed = true
 	var errs []error
 	if l.logDir.Err() == nil {
-		// The active segment's indexes are trusted after a clean shutdown: make them durable
-		// (trimmed and synced) before the clean-shutdown marker can be written.
+		// The active segment's indexes are trusted after a clean shutdown: give the time index
+		// its final entry (max timestamp so far, as Kafka's LogSegment.close does) and make them
+		// durable (trimmed and synced) before the clean-shutdown marker can be written.
+		if err := l.active.AppendFinalTimeIndexEntry(); err != nil {
+			errs = append(errs, err)
+		}
 		if err := l.active.Seal(); err != nil {
 			errs = append(errs, err)
 		}

@@ -30,6 +30,10 @@ type ManagerConfig struct {
 	RetentionCheckInterval time.Duration
 	// CheckpointInterval is log.flush.offset.checkpoint.interval.ms (0 = 1 minute; <0 disables).
 	CheckpointInterval time.Duration
+	// ProducerIDExpirationCheckInterval is how often idempotent producers past each log's
+	// producer.id.expiration.ms are forgotten (Kafka's internal
+	// producer.id.expiration.check.interval.ms, 10 minutes; 0 = that; <0 disables).
+	ProducerIDExpirationCheckInterval time.Duration
 
 	// Budget, when set, bounds the descriptors and mappings of the process's segments: creating
 	// a log or rolling a segment past it is refused (ErrResourceExhausted, budget.go).
@@ -112,6 +116,9 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	if cfg.CheckpointInterval == 0 {
 		cfg.CheckpointInterval = time.Minute
+	}
+	if cfg.ProducerIDExpirationCheckInterval == 0 {
+		cfg.ProducerIDExpirationCheckInterval = DefaultProducerIDExpirationCheckInterval
 	}
 	if cfg.CleanerThreads == 0 { // compaction
 		cfg.CleanerThreads = 1
@@ -498,7 +505,21 @@ func (m *Manager) startLoops() {
 			slog.Error("checkpoint", "err", err)
 		}
 	})
+	loop(m.cfg.ProducerIDExpirationCheckInterval, func() { m.RemoveExpiredProducers() })
 	m.startCleaners() // compaction
+}
+
+// DefaultProducerIDExpirationCheckInterval is Kafka's producer.id.expiration.check.interval.ms.
+const DefaultProducerIDExpirationCheckInterval = 10 * time.Minute
+
+// RemoveExpiredProducers forgets, in every log, the idempotent producers past its
+// producer.id.expiration.ms (Kafka's LogManager task) and returns how many it forgot.
+func (m *Manager) RemoveExpiredProducers() int {
+	n := 0
+	for _, l := range m.Logs() {
+		n += l.RemoveExpiredProducers()
+	}
+	return n
 }
 
 func (m *Manager) closeLogs() error {

@@ -35,6 +35,14 @@ import (
 // roll for the new segment's base offset and at clean shutdown for the log end. On open, the
 // newest snapshot at or below the log end is loaded and the batches after it are replayed from
 // their headers.
+//
+// Expiration (producer.id.expiration.ms): a producer whose last batch's max timestamp is that old
+// is forgotten, by Log.RemoveExpiredProducers (the Manager calls it every
+// ProducerIDExpirationCheckInterval, Kafka's producer.id.expiration.check.interval.ms) and at
+// open after the snapshot and replay, as Kafka's loadFromSnapshot skips expired entries. Snapshots
+// are not rewritten when producers expire: every later snapshot is taken from the expired state,
+// and an older one loaded at open is expired again, so what a snapshot holds never brings an
+// expired producer back.
 
 const producerBatchesKept = 5
 
@@ -147,13 +155,18 @@ func (ps *producerState) truncate(offset int64) {
 	}
 }
 
-// expire removes producers whose last write is older than cutoff (milliseconds).
-func (ps *producerState) expire(cutoffMs int64) {
+// expire removes the producers whose last write is expirationMs old or older at nowMs (Kafka's
+// ProducerStateManager.isProducerExpired: now - lastTimestamp >= producer.id.expiration.ms, the
+// last timestamp being the max timestamp of the producer's last batch) and returns how many.
+func (ps *producerState) expire(nowMs, expirationMs int64) int {
+	n := 0
 	for id, e := range ps.producers {
-		if last := e.last(); last == nil || last.timestamp < cutoffMs {
+		if last := e.last(); last == nil || nowMs-last.timestamp >= expirationMs {
 			delete(ps.producers, id)
+			n++
 		}
 	}
+	return n
 }
 
 func seqAdd(seq, delta int32) int32 {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -35,12 +36,14 @@ func TestKafkaSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
+// idemBatch is an idempotent batch stamped now (older producers would be expired at open,
+// producer.id.expiration.ms).
 func idemBatch(pid int64, epoch int16, seq int32, n int) []byte {
 	recs := make([]record.Record, n)
 	for i := range recs {
 		recs[i] = record.Record{Value: []byte("v")}
 	}
-	return record.Build(nil, record.BuildOptions{BaseTimestamp: 1000, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}, recs)
+	return record.Build(nil, record.BuildOptions{BaseTimestamp: time.Now().UnixMilli(), ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}, recs)
 }
 
 func TestIdempotentProducer(t *testing.T) {

@@ -23,7 +23,8 @@
 // index: timestamp strictly increasing, relative offset non-decreasing); a non-monotonic append
 // (ErrNotMonotonic), an offset that does not fit a non-negative int32 relative to the base
 // (ErrOffsetOverflow), or a full index (ErrIndexFull) is refused with a typed, wrapped error (the
-// segment rolls). The time index ignores, without error, a timestamp not above the last one (Kafka's
+// segment rolls). The time index keeps its last slot for the final entry of a segment (Kafka's
+// TimeIndex.isFull: full one entry early; MaybeAppend with skipFullCheck may use it). The time index ignores, without error, a timestamp not above the last one (Kafka's
 // maybeAppend). The entry count is published atomically after the entry bytes are written: readers
 // search [0, n) without a lock. The mapping is never remapped while the index is open;
 // TrimToValidSize shrinks the file but keeps the mapping, the next append grows the file back to the

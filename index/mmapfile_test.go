@@ -125,7 +125,8 @@ func TestUntrimmedIndexReopensWithWrittenEntries(t *testing.T) {
 		fillOffset(t, x, o, rng, n)
 		y := openTime(t, filepath.Join(dir, "a.timeindex"), 0, 4096*TimeEntrySize)
 		for i := range n {
-			if err := y.MaybeAppend(int64(i+1)*10, int64(i), false); err != nil {
+			// The last slot is reserved for a segment's final entry (skipFullCheck).
+			if err := y.MaybeAppend(int64(i+1)*10, int64(i), i == 4095); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -367,7 +368,7 @@ func TestConcurrentAppendAndLookup(t *testing.T) {
 				errs <- err
 				return
 			}
-			if err := y.MaybeAppend(timestampOf(i), timeOffsetOf(i), false); err != nil {
+			if err := y.MaybeAppend(timestampOf(i), timeOffsetOf(i), i == int64(n)-1); err != nil { // the last: the reserved slot
 				errs <- err
 				return
 			}

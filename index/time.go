@@ -51,10 +51,11 @@ func (x *TimeIndex) LastEntry() (timestamp int64, offset int64) {
 // last entry's is refused with ErrNotMonotonic, even when nothing would be appended; an offset that
 // does not fit int32 relative to the base with ErrOffsetOverflow; a full index with ErrIndexFull.
 //
-// skipFullCheck is Kafka's flag for the append made when the segment rolls. Without it a full index
-// is refused before anything else is looked at, as in Kafka. With it, a full index is refused only
-// if the entry would actually be appended, so the roll-time call, which normally repeats the last
-// entry, succeeds on a full index. No slot is reserved for it.
+// skipFullCheck is Kafka's flag for the append made when the segment rolls or closes. Without it a
+// full index (IsFull: the last slot is reserved) is refused before anything else is looked at, as in
+// Kafka. With it the reserved slot may be used, so the final entry (max timestamp so far) always
+// fits; an index opened with no free slot at all (a lowered maximum) refuses it only if the entry
+// would actually be appended.
 func (x *TimeIndex) MaybeAppend(timestamp int64, offset int64, skipFullCheck bool) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -62,7 +63,7 @@ func (x *TimeIndex) MaybeAppend(timestamp int64, offset int64, skipFullCheck boo
 		return x.errorfLocked(ErrClosed, "append")
 	}
 	n := x.Entries()
-	if !skipFullCheck && n >= x.maxEntries {
+	if !skipFullCheck && x.isFull(n) {
 		return x.errorfLocked(ErrIndexFull, "append timestamp %d at offset %d after %d entries", timestamp, offset, n)
 	}
 	lastTimestamp, lastOffset := x.LastEntry()
@@ -89,6 +90,14 @@ func (x *TimeIndex) MaybeAppend(timestamp int64, offset int64, skipFullCheck boo
 	x.setEntriesLocked(n + 1)
 	return nil
 }
+
+// IsFull reports whether the index takes no more entries but the final one: as Kafka's
+// TimeIndex.isFull, the last slot is reserved for the entry appended when the segment rolls or
+// closes (MaybeAppend with skipFullCheck), so that entry is never lost to a full index. The segment
+// rolls when it is full.
+func (x *TimeIndex) IsFull() bool { return x.isFull(x.Entries()) }
+
+func (x *TimeIndex) isFull(n int) bool { return n >= x.maxEntries-1 }
 
 // LookupBefore returns the entry with the largest timestamp strictly below target, or
 // (-1, BaseOffset()) if there is none. Every record up to that entry's offset has a timestamp

@@ -151,7 +151,7 @@ func TestTimeIndexLookupMatchesOracle(t *testing.T) {
 
 func TestTimeIndexMaybeAppend(t *testing.T) {
 	const base = 1000
-	x := openTime(t, filepath.Join(t.TempDir(), "0.timeindex"), base, 2*TimeEntrySize)
+	x := openTime(t, filepath.Join(t.TempDir(), "0.timeindex"), base, 3*TimeEntrySize) // full at 2: the third is reserved
 	expect := func(timestamp, offset int64, skipFullCheck bool, want error, wantEntries int) {
 		t.Helper()
 		if err := x.MaybeAppend(timestamp, offset, skipFullCheck); !errors.Is(err, want) {
@@ -175,8 +175,9 @@ func TestTimeIndexMaybeAppend(t *testing.T) {
 	}
 	expect(200, base+10, false, ErrIndexFull, 2) // full is refused first without skipFullCheck
 	expect(200, base+10, true, nil, 2)           // the roll-time repeat of the last entry succeeds
-	expect(300, base+11, true, ErrIndexFull, 2)  // but nothing can be appended
-	if ts, off := x.LastEntry(); ts != 200 || off != base+10 {
+	expect(300, base+11, true, nil, 3)           // the final entry takes the reserved slot (Kafka's isFull)
+	expect(400, base+12, true, ErrIndexFull, 3)  // and then nothing more fits
+	if ts, off := x.LastEntry(); ts != 300 || off != base+11 {
 		t.Fatalf("LastEntry() = (%d, %d)", ts, off)
 	}
 }

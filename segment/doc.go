@@ -6,7 +6,7 @@
 // cache. A Sync returns once every earlier append is fdatasync'd. An index entry is added when more
 // than IndexIntervalBytes were appended since the last one: it points at the start of the appended
 // batch and names the batch's last offset; the time index gets (max timestamp so far, offset of that
-// timestamp) at the same moments, and once more when the segment is sealed, as Kafka does.
+// timestamp) at the same moments, and once more when the segment rolls and when it is closed (AppendFinalTimeIndexEntry), as Kafka does.
 //
 // Reads never copy record bytes: Slice returns {file, position, length} for sendfile. Offset
 // translation is an index lookup followed by a short forward scan of batch headers. Header reads
@@ -20,12 +20,19 @@
 // yields an error, never a SIGBUS crash).
 //
 // Recover walks every batch from position 0, checks length, magic, CRC32C and offset order,
-// truncates the file at the first bad or torn batch and rebuilds both indexes.
+// truncates the file at the first bad or torn batch and rebuilds both indexes; RecoverTail also
+// says whether what it cut was only zeros.
+//
+// Preallocation (preallocate.go, Config.PreallocateBytes): a new .log is made segment.bytes long
+// (fallocate, else ftruncate) and trimmed to its logical size at roll (MarkInactive) and close;
+// Size is always the logical size. After a crash the zeros after the last batch are cut by
+// recovery like a torn tail, reported as a zero tail.
 //
 // Lifetime: a Segment is reference counted. Its Log holds one reference; a reader Acquires one
-// before using the segment (a returned Slice holds one until Release). Close and Delete drop the
-// Log's reference; files are unmapped and closed when the last reference goes. Unlink happens at
-// once: open descriptors stay valid.
+// before using the segment (a returned Slice holds one until Release). Close, Delete and
+// RenameDeleted drop the Log's reference; files are unmapped and closed when the last reference
+// goes. Delete unlinks at once; RenameDeleted renames the files <name>.deleted for the caller to
+// remove later (file.delete.delay.ms); either way open descriptors stay valid.
 //
 // Resources: an open segment holds DescriptorsPerSegment (3) descriptors and
 // IndexMappingsPerSegment (2) mappings, plus its read mapping once made; Usage reports what the

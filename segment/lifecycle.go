@@ -24,22 +24,47 @@ func (s *Segment) Sync() error {
 }
 
 // MarkInactive is called by the log's appender when the segment stops being the active one: the
-// time index gets its final entry (max timestamp so far), as Kafka's onBecomeInactiveSegment does.
+// time index gets its final entry (max timestamp so far) and a preallocated .log is trimmed to its
+// logical size, as Kafka's onBecomeInactiveSegment does.
 // Reads switch to the read-only mapping.
 func (s *Segment) MarkInactive() error {
-	if ts := s.maxTimestamp.Load(); ts != record.NoTimestamp {
-		if err := s.timeIndex.MaybeAppend(ts, s.offsetOfMaxTimestamp, true); err != nil && !errors.Is(err, index.ErrIndexFull) {
-			return fmt.Errorf("seal time index of %s: %w", s.log.Name(), err)
-		}
+	if err := s.AppendFinalTimeIndexEntry(); err != nil {
+		return err
+	}
+	if err := s.trimPreallocated(); err != nil { // as Kafka's onBecomeInactiveSegment trims
+		return err
 	}
 	s.retireMapping()
 	s.sealed.Store(true)
 	return nil
 }
 
+// AppendFinalTimeIndexEntry appends (max timestamp so far, offset of it) to the time index when it
+// differs from the last entry, as Kafka's LogSegment does at roll (onBecomeInactiveSegment) and
+// at close: TimeIndex.maybeAppend with skipFullCheck, so a full index still takes the entry when
+// it only repeats the last one. Without it the last entry of a segment may lag its largest
+// timestamp (entries are added only every index.interval.bytes), and a reader of the files
+// (Kafka opening the dir, time retention after a restart) would see an older largest timestamp.
+// Called by the appender (or with no appender left, at close).
+func (s *Segment) AppendFinalTimeIndexEntry() error {
+	ts := s.maxTimestamp.Load()
+	if ts == record.NoTimestamp {
+		return nil
+	}
+	if err := s.timeIndex.MaybeAppend(ts, s.offsetOfMaxTimestamp, true); err != nil && !errors.Is(err, index.ErrIndexFull) {
+		return fmt.Errorf("final time index entry of %s: %w", s.log.Name(), err)
+	}
+	return nil
+}
+
 // Seal makes an inactive segment durable: fdatasync of the .log, indexes trimmed to their
 // written size and synced. The directory sync is the caller's (one per roll batch).
 func (s *Segment) Seal() error {
+	// A preallocated active segment sealed at close is trimmed before the sync makes its size
+	// durable (a rolled one was trimmed by MarkInactive).
+	if err := s.trimPreallocated(); err != nil {
+		return err
+	}
 	if err := s.Sync(); err != nil {
 		return err
 	}
@@ -110,9 +135,24 @@ func (s *Segment) LoadTail() error {
 // offsets increasing from the base); the file is truncated at the first bad or torn batch and
 // both indexes are rebuilt. It returns the number of bytes truncated.
 func (s *Segment) Recover() (truncated int64, err error) {
+	r, err := s.RecoverTail()
+	return r.Truncated, err
+}
+
+// RecoverResult is what a recovery cut from the end of a .log.
+type RecoverResult struct {
+	// Truncated is the number of bytes cut after the last valid batch.
+	Truncated int64
+	// ZeroTail reports that every byte cut was zero: the unused end of a preallocated segment
+	// (preallocate) that a crash left untrimmed, not a torn or corrupt batch.
+	ZeroTail bool
+}
+
+// RecoverTail is Recover, also saying whether the bytes cut were only zeros.
+func (s *Segment) RecoverTail() (res RecoverResult, err error) {
 	st, err := s.log.Stat()
 	if err != nil {
-		return 0, fmt.Errorf("recover %s: %w", s.log.Name(), err)
+		return res, fmt.Errorf("recover %s: %w", s.log.Name(), err)
 	}
 	fileSize := st.Size()
 	s.retireMapping()
@@ -121,13 +161,14 @@ func (s *Segment) Recover() (truncated int64, err error) {
 	s.maxTimestamp.Store(record.NoTimestamp)
 	s.offsetOfMaxTimestamp = s.baseOffset
 	s.firstBatchTimestamp = record.NoTimestamp
+	s.firstBatchMaxTs.Store(firstTsUnknown)
 	s.bytesSinceLastIndexEntry = 0
 
 	var m mmap.MMap
 	if fileSize > 0 {
 		m, err = mmap.MapRegion(s.log.OS(), int(fileSize), mmap.RDONLY, 0, 0)
 		if err != nil {
-			return 0, fmt.Errorf("recover %s: map: %w", s.log.Name(), err)
+			return res, fmt.Errorf("recover %s: map: %w", s.log.Name(), err)
 		}
 		defer m.Unmap()
 	}
@@ -150,13 +191,16 @@ func (s *Segment) Recover() (truncated int64, err error) {
 		next = h.NextOffset()
 	}
 	if pos < fileSize {
+		res.ZeroTail = allZero(m[pos:fileSize])
 		if err := s.log.Truncate(pos); err != nil {
-			return 0, fmt.Errorf("recover %s: truncate to %d: %w", s.log.Name(), pos, err)
+			return res, fmt.Errorf("recover %s: truncate to %d: %w", s.log.Name(), pos, err)
 		}
 	}
+	s.preallocated.Store(false)
 	s.size.Store(pos)
 	s.nextOffset.Store(next)
-	return fileSize - pos, nil
+	res.Truncated = fileSize - pos
+	return res, nil
 }
 
 // TruncateTo removes every batch whose last offset is >= offset (a batch holding offset goes
@@ -173,6 +217,8 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 		return s.nextOffset.Load(), nil
 	}
 	s.size.Store(pos)
+	s.firstBatchMaxTs.Store(firstTsUnknown)
+	s.preallocated.Store(false) // the truncation drops the preallocated end too
 	if err := s.log.Truncate(pos); err != nil {
 		return 0, fmt.Errorf("truncate %s to %d: %w", s.log.Name(), pos, err)
 	}
@@ -187,8 +233,15 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 	return s.nextOffset.Load(), nil
 }
 
-// Close trims the indexes and drops the owner's reference (files close with the last reader).
+// Close appends the time index's final entry (AppendFinalTimeIndexEntry, as Kafka's
+// LogSegment.close does; a failure is returned after the rest is done), trims a preallocated .log
+// and the indexes and
+// drops the owner's reference (files close with the last reader).
 func (s *Segment) Close() error {
+	finalErr := s.AppendFinalTimeIndexEntry()
+	if err := s.trimPreallocated(); err != nil && finalErr == nil { // Kafka's FileRecords.close
+		finalErr = err
+	}
 	err := s.offsetIndex.TrimToValidSize()
 	if err2 := s.timeIndex.TrimToValidSize(); err == nil {
 		err = err2
@@ -197,7 +250,7 @@ func (s *Segment) Close() error {
 	if err != nil {
 		return fmt.Errorf("close segment %s: %w", s.log.Name(), err)
 	}
-	return nil
+	return finalErr
 }
 
 // Delete unlinks the segment's files and drops the owner's reference. Readers holding a
@@ -212,6 +265,26 @@ func (s *Segment) Delete() error {
 	}
 	s.Release()
 	return firstErr
+}
+
+// RenameDeleted is the first half of a delayed delete (Kafka's asynchronous segment deletion,
+// file.delete.delay.ms): the segment's files are renamed with DeletedSuffix (the indexes first,
+// the .log last) and the owner's reference is dropped, so the segment's descriptors and mappings
+// go as soon as the last reader releases it (a reader holding a Slice keeps reading its open
+// descriptor meanwhile). It returns the paths of the renamed files, for the caller to remove
+// after the delay (a restart removes leftover .deleted files). On error the reference is kept
+// (the caller may still Delete). It must run under the owning log's structure lock, as
+// RenameFiles.
+func (s *Segment) RenameDeleted() ([]string, error) {
+	if err := s.RenameFiles(DeletedSuffix); err != nil {
+		return nil, err
+	}
+	paths := make([]string, 0, 3)
+	for _, kind := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+		paths = append(paths, filepath.Join(s.dir, FileName(s.baseOffset, kind)+DeletedSuffix))
+	}
+	s.Release()
+	return paths, nil
 }
 
 // LoadSealed restores a sealed segment opened after a clean shutdown: its max timestamp comes

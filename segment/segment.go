@@ -43,6 +43,10 @@ type Config struct {
 	// so header reads (offset translation) need no syscall; 0 reads it with pread. Measured in
 	// BenchmarkTranslateActive: mapped scans are 10-15x faster than pread per header.
 	ActiveMapBytes int64
+	// PreallocateBytes, when > 0, is preallocate / log.preallocate: a new segment's .log is made
+	// this long (segment.bytes) at creation and trimmed to its logical size when it rolls and
+	// when it closes (preallocate.go).
+	PreallocateBytes int64
 }
 
 // DefaultConfig is Kafka's default.
@@ -128,6 +132,14 @@ type Segment struct {
 	firstBatchTimestamp      int64 // max timestamp of the first batch, for time-based roll
 	created                  time.Time
 
+	// firstBatchMaxTs caches FirstBatchMaxTimestamp (firstTsUnknown until read; reset by
+	// TruncateTo and Recover).
+	firstBatchMaxTs atomic.Int64
+
+	// preallocated is set while the .log is longer than its logical size (created preallocated,
+	// not trimmed yet).
+	preallocated atomic.Bool
+
 	sealed  atomic.Bool
 	mapOnce sync.Mutex
 	mapping atomic.Pointer[mmap.MMap]
@@ -142,6 +154,13 @@ func Create(fsys vfs.FS, dir string, baseOffset int64, cfg Config, now time.Time
 	s, err := open(fsys, dir, baseOffset, cfg, os.O_CREATE|os.O_EXCL|os.O_RDWR, "")
 	if err != nil {
 		return nil, err
+	}
+	if cfg.PreallocateBytes > 0 {
+		if err := preallocate(s.log, cfg.PreallocateBytes); err != nil {
+			_ = s.Delete()
+			return nil, err
+		}
+		s.preallocated.Store(true)
 	}
 	s.created = now
 	return s, nil
@@ -175,6 +194,7 @@ func open(fsys vfs.FS, dir string, baseOffset int64, cfg Config, flag int, suffi
 	s := &Segment{fsys: fsys, dir: dir, baseOffset: baseOffset, cfg: cfg, suffix: suffix, offsetOfMaxTimestamp: baseOffset, firstBatchTimestamp: record.NoTimestamp}
 	s.nextOffset.Store(baseOffset)
 	s.maxTimestamp.Store(record.NoTimestamp)
+	s.firstBatchMaxTs.Store(firstTsUnknown)
 	logPath := filepath.Join(dir, FileName(baseOffset, LogSuffix)+suffix)
 	indexPath := filepath.Join(dir, FileName(baseOffset, IndexSuffix)+suffix)
 	timeIndexPath := filepath.Join(dir, FileName(baseOffset, TimeIndexSuffix)+suffix)
@@ -230,6 +250,29 @@ func (s *Segment) Created() time.Time { return s.created }
 
 // FirstBatchTimestamp is the max timestamp of the first batch, or -1 when unknown.
 func (s *Segment) FirstBatchTimestamp() int64 { return s.firstBatchTimestamp }
+
+// firstTsUnknown marks firstBatchMaxTs as not read yet.
+const firstTsUnknown = math.MinInt64
+
+// FirstBatchMaxTimestamp is the max timestamp of the segment's first batch (Kafka's
+// LogSegment.getFirstBatchTimestamp), read from the file once and cached; math.MaxInt64 when the
+// segment is empty or closed, as Kafka answers Long.MAX_VALUE. Safe to call from any goroutine
+// (the cleaner's); the first call reads one batch header.
+func (s *Segment) FirstBatchMaxTimestamp() int64 {
+	if ts := s.firstBatchMaxTs.Load(); ts != firstTsUnknown {
+		return ts
+	}
+	if !s.Acquire() {
+		return math.MaxInt64
+	}
+	defer s.Release()
+	h, err := s.ReadHeaderAt(0)
+	if err != nil {
+		return math.MaxInt64 // empty (io.EOF) or unreadable: not cached, asked again later
+	}
+	s.firstBatchMaxTs.CompareAndSwap(firstTsUnknown, h.MaxTimestamp)
+	return h.MaxTimestamp
+}
 
 // LogPath is the path of the .log file.
 func (s *Segment) LogPath() string { return s.log.Name() }
