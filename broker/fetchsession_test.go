@@ -1,0 +1,418 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// newTestSessionCache is a cache with slots and a clock the test moves.
+func newTestSessionCache(slots int) (*fetchSessionCache, *int64) {
+	now := new(int64)
+	c := &fetchSessionCache{nowMs: func() int64 { return *now }}
+	c.init(int64(slots))
+	return c, now
+}
+
+// sessionItems is n answered partitions of topic id {tag}.
+func sessionItems(tag byte, n int) []fetchItem {
+	items := make([]fetchItem, n)
+	for i := range items {
+		items[i] = fetchItem{id: [16]byte{tag}, partition: int32(i), maxBytes: 1 << 20,
+			p: fetchPartition{hw: 10, lso: 10, logStart: 0}}
+	}
+	return items
+}
+
+func (c *fetchSessionCache) has(id int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessions[id] != nil
+}
+
+// TestFetchSessionCacheEviction follows Kafka's eviction rules: a full cache evicts a stale
+// session (unused for 120 s) first; otherwise a follower's (privileged) session evicts the
+// smallest consumer session, a consumer's session evicts only a smaller session older than
+// 120 s, and nothing is evicted for a session worth less.
+func TestFetchSessionCacheEviction(t *testing.T) {
+	c, now := newTestSessionCache(2)
+	consumer := &fetchContext{kind: fetchFull, topicIDs: true}
+	follower := &fetchContext{kind: fetchFull, topicIDs: true, privileged: true}
+
+	a := c.createSession(consumer, sessionItems(1, 3))
+	b := c.createSession(consumer, sessionItems(2, 5))
+	if a == 0 || b == 0 || a == b {
+		t.Fatalf("session ids %d, %d", a, b)
+	}
+	if got := c.numPartitions.Load(); got != 8 {
+		t.Fatalf("cached partitions %d, want 8", got)
+	}
+	// Full, nothing stale, nothing old: a consumer's new session gets no slot.
+	*now = 10_000
+	if id := c.createSession(consumer, sessionItems(3, 10)); id != 0 {
+		t.Fatalf("a consumer session evicted a young one (id %d)", id)
+	}
+	// A follower's session evicts the smallest consumer session.
+	d := c.createSession(follower, sessionItems(4, 1))
+	if d == 0 || c.has(a) || !c.has(b) {
+		t.Fatalf("follower session %d; a present %v, b present %v", d, c.has(a), c.has(b))
+	}
+	if c.evictions.Load() != 1 {
+		t.Fatalf("evictions %d", c.evictions.Load())
+	}
+	// A follower's young session is not evictable by another follower.
+	*now = 20_000
+	c.touch(b)
+	if id := c.createSession(follower, sessionItems(5, 100)); id == 0 || c.has(b) || !c.has(d) {
+		t.Fatalf("second follower session %d: b present %v, d present %v", id, c.has(b), c.has(d))
+	}
+	if id := c.createSession(follower, sessionItems(6, 100)); id != 0 {
+		t.Fatalf("a follower evicted a young follower session (id %d)", id)
+	}
+	// Stale (unused for more than 120 s): the least recently used session goes first.
+	*now = 20_000 + fetchSessionEvictionMs + 1
+	e := c.createSession(consumer, sessionItems(7, 1))
+	if e == 0 || c.has(d) {
+		t.Fatalf("stale eviction: new %d, d present %v", e, c.has(d))
+	}
+	// A consumer session evicts an old (created > 120 s ago, as of its last use), smaller one.
+	c2, now2 := newTestSessionCache(1)
+	old := c2.createSession(consumer, sessionItems(1, 2))
+	*now2 = fetchSessionEvictionMs + 10
+	c2.touch(old) // used now: not stale, but old
+	if id := c2.createSession(consumer, sessionItems(2, 1)); id != 0 {
+		t.Fatal("a smaller session evicted a larger one")
+	}
+	if id := c2.createSession(consumer, sessionItems(2, 3)); id == 0 || c2.has(old) {
+		t.Fatalf("a larger session did not evict an old smaller one")
+	}
+	if c2.numSessions.Load() != 1 || c2.numPartitions.Load() != 3 {
+		t.Fatalf("sessions %d partitions %d", c2.numSessions.Load(), c2.numPartitions.Load())
+	}
+	// No slots: no sessions.
+	c0, _ := newTestSessionCache(0)
+	if id := c0.createSession(consumer, sessionItems(1, 1)); id != 0 {
+		t.Fatal("a session with 0 slots")
+	}
+}
+
+func (c *fetchSessionCache) touch(id int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sessions[id]
+	s.mu.Lock()
+	c.touchLocked(s, c.nowMs())
+	s.mu.Unlock()
+}
+
+// fetchReq builds a Fetch request for a session: parts maps a topic id tag to partitions.
+func fetchReq(sessionID, epoch int32, parts map[byte][]int32, forget map[byte][]int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.SessionID, req.SessionEpoch = sessionID, epoch
+	for tag, ps := range parts {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.TopicID = [16]byte{tag}
+		rt.Topic = fmt.Sprintf("t%d", tag)
+		for _, p := range ps {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.PartitionMaxBytes = p, 1<<20
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	for tag, ps := range forget {
+		ft := kmsg.NewFetchRequestForgottenTopic()
+		ft.TopicID = [16]byte{tag}
+		ft.Topic = fmt.Sprintf("t%d", tag)
+		ft.Partitions = ps
+		req.ForgottenTopics = append(req.ForgottenTopics, ft)
+	}
+	return req
+}
+
+// TestFetchSessionContexts: Kafka's FetchManager.newContext for each kind of request metadata.
+func TestFetchSessionContexts(t *testing.T) {
+	c, _ := newTestSessionCache(10)
+	wantErr := func(ctx fetchContext, err *kerr.Error) {
+		t.Helper()
+		if ctx.kind != fetchSessionError || ctx.err != err {
+			t.Fatalf("context %v %v, want error %v", ctx.kind, ctx.err, err)
+		}
+	}
+	if ctx := c.newContext(13, fetchReq(0, -1, nil, nil), false); ctx.kind != fetchSessionless {
+		t.Fatalf("epoch -1: %v", ctx.kind)
+	}
+	if ctx := c.newContext(6, fetchReq(0, 0, nil, nil), false); ctx.kind != fetchSessionless {
+		t.Fatalf("v6: %v", ctx.kind)
+	}
+	ctx := c.newContext(13, fetchReq(0, 0, map[byte][]int32{1: {0, 1, 2}}, nil), false)
+	if ctx.kind != fetchFull {
+		t.Fatalf("epoch 0: %v", ctx.kind)
+	}
+	id := c.createSession(&ctx, sessionItems(1, 3))
+	wantErr(c.newContext(13, fetchReq(id+1, 1, nil, nil), false), kerr.FetchSessionIDNotFound)
+	wantErr(c.newContext(13, fetchReq(0, 1, nil, nil), false), kerr.FetchSessionIDNotFound)
+	wantErr(c.newContext(13, fetchReq(id, 2, nil, nil), false), kerr.InvalidFetchSessionEpoch)
+	wantErr(c.newContext(13, fetchReq(id, -7, nil, nil), false), kerr.InvalidFetchSessionEpoch)
+	wantErr(c.newContext(12, fetchReq(id, 1, nil, nil), false), kerr.FetchSessionTopicIDError)
+	// Epoch 1: a new partition (tag 2, 0), forget (1, 1).
+	ctx = c.newContext(13, fetchReq(id, 1, map[byte][]int32{2: {0}}, map[byte][]int32{1: {1}}), false)
+	if ctx.kind != fetchIncremental || ctx.epoch != 2 {
+		t.Fatalf("epoch 1: %v epoch %d", ctx.kind, ctx.epoch)
+	}
+	items, ok := ctx.session.snapshot(ctx.epoch, nil)
+	if !ok || len(items) != 3 {
+		t.Fatalf("snapshot: %v, %d items", ok, len(items))
+	}
+	got := []string{}
+	for _, it := range items {
+		got = append(got, fmt.Sprintf("%d-%d", it.id[0], it.partition))
+	}
+	if strings.Join(got, ",") != "1-0,1-2,2-0" {
+		t.Fatalf("session partitions %v", got)
+	}
+	if c.numPartitions.Load() != 3 {
+		t.Fatalf("cached partitions %d", c.numPartitions.Load())
+	}
+	// The same epoch again (a duplicate) is refused; the snapshot of an old epoch too.
+	wantErr(c.newContext(13, fetchReq(id, 1, nil, nil), false), kerr.InvalidFetchSessionEpoch)
+	ctx3 := c.newContext(13, fetchReq(id, 2, nil, nil), false)
+	if _, ok := ctx.session.snapshot(ctx.epoch, nil); ok {
+		t.Fatal("snapshot at an old epoch")
+	}
+	if ctx.session.respond(ctx.epoch, items) {
+		t.Fatal("respond at an old epoch")
+	}
+	// Forgetting everything closes the session: sessionless.
+	ctx4 := c.newContext(13, fetchReq(id, ctx3.epoch, nil, map[byte][]int32{1: {0, 2}, 2: {0}}), false)
+	if ctx4.kind != fetchSessionless || c.has(id) || c.numPartitions.Load() != 0 || c.numSessions.Load() != 0 {
+		t.Fatalf("after forgetting all: %v, present %v, %d partitions", ctx4.kind, c.has(id), c.numPartitions.Load())
+	}
+	// A full fetch (epoch 0 or -1) naming a session closes it.
+	for _, epoch := range []int32{0, -1} {
+		ctx := c.newContext(13, fetchReq(0, 0, nil, nil), false)
+		id := c.createSession(&ctx, sessionItems(1, 2))
+		c.newContext(13, fetchReq(id, epoch, nil, nil), false)
+		if c.has(id) {
+			t.Fatalf("epoch %d did not close session %d", epoch, id)
+		}
+	}
+	// Epochs wrap from MaxInt32 to 1; -1 stays -1.
+	if nextFetchEpoch(1<<31-1) != 1 || nextFetchEpoch(-1) != -1 || nextFetchEpoch(0) != 1 {
+		t.Fatal("nextFetchEpoch")
+	}
+}
+
+// TestFetchSessionRespond: an incremental response carries partitions with records, a changed
+// high watermark, LSO or log start offset, or an error; partitions that returned records move
+// to the end of the session's order.
+func TestFetchSessionRespond(t *testing.T) {
+	c, _ := newTestSessionCache(10)
+	full := c.newContext(13, fetchReq(0, 0, nil, nil), false)
+	id := c.createSession(&full, sessionItems(1, 5))
+	ctx := c.newContext(13, fetchReq(id, 1, nil, nil), false)
+	items, _ := ctx.session.snapshot(ctx.epoch, nil)
+	for i := range items {
+		items[i].p = fetchPartition{partition: items[i].partition, hw: 10, lso: 10, logStart: 0}
+	}
+	items[1].p.slice.Length = 100 // records
+	items[2].p.hw, items[2].p.lso = 11, 11
+	items[3].p.errorCode = kerr.NotLeaderForPartition.Code
+	items[4].p.logStart = 5
+	if !ctx.session.respond(ctx.epoch, items) {
+		t.Fatal("respond")
+	}
+	want := []bool{false, true, true, true, true}
+	for i, it := range items {
+		if it.include != want[i] {
+			t.Errorf("partition %d included %v, want %v", i, it.include, want[i])
+		}
+	}
+	ctx = c.newContext(13, fetchReq(id, 2, nil, nil), false)
+	items, _ = ctx.session.snapshot(ctx.epoch, items[:0])
+	order := []int32{}
+	for i := range items {
+		order = append(order, items[i].partition)
+		// What was answered last time: partition 2's high watermark, 4's log start.
+		p := fetchPartition{partition: items[i].partition, hw: 10, lso: 10, logStart: 0}
+		switch items[i].partition {
+		case 2:
+			p.hw, p.lso = 11, 11
+		case 4:
+			p.logStart = 5
+		}
+		items[i].p = p
+	}
+	if fmt.Sprint(order) != "[0 2 3 4 1]" {
+		t.Fatalf("order %v, want partition 1 (records) last", order)
+	}
+	ctx.session.respond(ctx.epoch, items)
+	for _, it := range items {
+		// Only partition 3, whose error went away, is carried.
+		if it.include != (it.partition == 3) {
+			t.Errorf("second response: partition %d included %v", it.partition, it.include)
+		}
+	}
+}
+
+// sessionFetcher sends Fetch requests on one connection for topic fs.
+type sessionFetcher struct {
+	t     *testing.T
+	w     *wireConn
+	topic Topic
+}
+
+// fetch sends a Fetch at version with session id and epoch, the partitions at their offsets,
+// and the partitions to forget.
+func (f *sessionFetcher) fetch(version int16, replica, id, epoch int32, parts map[int32]int64, forget []int32, maxWait int32) *kmsg.FetchResponse {
+	f.t.Helper()
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.ReplicaState.ID = replica, replica
+	req.SessionID, req.SessionEpoch = id, epoch
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = maxWait, 1, 1<<20
+	if len(parts) > 0 {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = f.topic.Name, f.topic.ID
+		for p := int32(0); p < f.topic.Partitions; p++ {
+			if off, ok := parts[p]; ok {
+				rp := kmsg.NewFetchRequestTopicPartition()
+				rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, off, 1<<20
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	if len(forget) > 0 {
+		ft := kmsg.NewFetchRequestForgottenTopic()
+		ft.Topic, ft.TopicID, ft.Partitions = f.topic.Name, f.topic.ID, forget
+		req.ForgottenTopics = append(req.ForgottenTopics, ft)
+	}
+	return wireRoundTrip[*kmsg.FetchResponse](f.w, req, version)
+}
+
+// parts summarizes a response: "p<partition>:hw<hw>[:rec][:err<code>]" in response order.
+func sessionParts(resp *kmsg.FetchResponse) string {
+	var out []string
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			s := fmt.Sprintf("p%d:hw%d", rp.Partition, rp.HighWatermark)
+			if len(rp.RecordBatches) > 0 {
+				s += ":rec"
+			}
+			if rp.ErrorCode != 0 {
+				s += fmt.Sprintf(":err%d", rp.ErrorCode)
+			}
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// TestFetchSessionWire drives sessions over the wire: a full fetch opens one, incremental
+// fetches carry only what changed, the long poll wakes on new data in a partition the request
+// did not name, duplicate epochs, version changes and unknown ids get Kafka's errors, forgotten
+// partitions leave, names (v<13) work as ids do, epoch -1 closes the session, and a replica's
+// fetch (replica id set) uses a privileged session.
+func TestFetchSessionWire(t *testing.T) {
+	b := startBroker(t, nil)
+	addr := b.Addr()
+	createTopic(t, addr, "fs", 4, nil)
+	topic, _ := b.topics.get("fs")
+	prod := newKgo(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic("fs"))
+	produce := func(p int32, n int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for i := range n {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Partition: p, Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(2, 3)
+	f := &sessionFetcher{t: t, w: dialWire(t, addr), topic: topic}
+	expect := func(resp *kmsg.FetchResponse, code int16, want string) {
+		t.Helper()
+		if resp.ErrorCode != code {
+			t.Fatalf("error code %d, want %d", resp.ErrorCode, code)
+		}
+		if got := sessionParts(resp); got != want {
+			t.Fatalf("response partitions %q, want %q", got, want)
+		}
+	}
+	all := map[int32]int64{0: 0, 1: 0, 2: 0, 3: 0}
+	resp := f.fetch(13, -1, 0, 0, all, nil, 0)
+	expect(resp, 0, "p0:hw0 p1:hw0 p2:hw3:rec p3:hw0")
+	id := resp.SessionID
+	if id == 0 {
+		t.Fatal("no session opened")
+	}
+	// The client moved partition 2 past its records: nothing to say.
+	expect(f.fetch(13, -1, id, 1, map[int32]int64{2: 3}, nil, 0), 0, "")
+	produce(3, 2)
+	expect(f.fetch(13, -1, id, 2, nil, nil, 0), 0, "p3:hw2:rec")
+	// A long poll naming only partition 3 wakes on data in partition 0.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		produce(0, 1)
+	}()
+	start := time.Now()
+	resp = f.fetch(13, -1, id, 3, map[int32]int64{3: 2}, nil, 5000)
+	if el := time.Since(start); el < 250*time.Millisecond || el > 4*time.Second {
+		t.Fatalf("long poll answered after %v", el)
+	}
+	expect(resp, 0, "p0:hw1:rec")
+	if resp.SessionID != id {
+		t.Fatalf("session id %d, want %d", resp.SessionID, id)
+	}
+	expect(f.fetch(13, -1, id, 3, nil, nil, 0), kerr.InvalidFetchSessionEpoch.Code, "")
+	expect(f.fetch(12, -1, id, 4, nil, nil, 0), kerr.FetchSessionTopicIDError.Code, "")
+	// Forget partition 0 (which still has records at the cached offset 0).
+	expect(f.fetch(13, -1, id, 4, nil, []int32{0}, 0), 0, "")
+	// Partition 0 is back: new to the session, it is answered in full.
+	expect(f.fetch(13, -1, id, 5, map[int32]int64{0: 1}, nil, 0), 0, "p0:hw1")
+	resp = f.fetch(13, -1, id+1, 1, nil, nil, 0)
+	expect(resp, kerr.FetchSessionIDNotFound.Code, "")
+	if resp.SessionID != 0 {
+		t.Fatalf("session error names session %d, want 0", resp.SessionID)
+	}
+	// Epoch -1 closes the session and is answered without one.
+	resp = f.fetch(13, -1, id, -1, map[int32]int64{1: 0}, nil, 0)
+	expect(resp, 0, "p1:hw0")
+	if resp.SessionID != 0 {
+		t.Fatalf("sessionless answer names session %d", resp.SessionID)
+	}
+	expect(f.fetch(13, -1, id, 6, nil, nil, 0), kerr.FetchSessionIDNotFound.Code, "")
+
+	// By name (v12).
+	resp = f.fetch(12, -1, 0, 0, map[int32]int64{0: 1, 1: 0}, nil, 0)
+	expect(resp, 0, "p0:hw1 p1:hw0")
+	named := resp.SessionID
+	produce(1, 1)
+	expect(f.fetch(12, -1, named, 1, nil, nil, 0), 0, "p1:hw1:rec")
+	expect(f.fetch(13, -1, named, 2, nil, nil, 0), kerr.FetchSessionTopicIDError.Code, "")
+
+	// A replica's session: privileged, reads to the log end.
+	resp = f.fetch(17, 2, 0, 0, map[int32]int64{2: 0}, nil, 0)
+	expect(resp, 0, "p2:hw3:rec")
+	b.fetchSessions.mu.Lock()
+	s := b.fetchSessions.sessions[resp.SessionID]
+	b.fetchSessions.mu.Unlock()
+	if s == nil || !s.privileged {
+		t.Fatalf("replica session %d: %v", resp.SessionID, s)
+	}
+	expect(f.fetch(17, 2, resp.SessionID, 1, map[int32]int64{2: 3}, nil, 0), 0, "")
+	produce(2, 1)
+	expect(f.fetch(17, 2, resp.SessionID, 2, nil, nil, 0), 0, "p2:hw4:rec")
+
+	fs := &b.fetchSessions
+	if fs.requests[fetchIncremental].Load() < 8 || fs.requests[fetchFull].Load() < 3 || fs.requests[fetchSessionError].Load() < 5 {
+		t.Fatalf("counted requests: %v %v %v", fs.requests[fetchIncremental].Load(), fs.requests[fetchFull].Load(), fs.requests[fetchSessionError].Load())
+	}
+}
