@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/netio"
 )
 
 // newTestSessionCache is a cache with slots and a clock the test moves.
@@ -415,4 +417,55 @@ func TestFetchSessionWire(t *testing.T) {
 	if fs.requests[fetchIncremental].Load() < 8 || fs.requests[fetchFull].Load() < 3 || fs.requests[fetchSessionError].Load() < 5 {
 		t.Fatalf("counted requests: %v %v %v", fs.requests[fetchIncremental].Load(), fs.requests[fetchFull].Load(), fs.requests[fetchSessionError].Load())
 	}
+}
+
+// TestFetchSessionIncrementalNoAlloc: an incremental fetch that changes nothing allocates the
+// same with 1 partition as with 64 (nothing per partition), and a full fetch's response is not
+// rebuilt per partition either.
+func TestFetchSessionIncrementalNoAlloc(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under the race detector")
+	}
+	b := startBroker(t, nil)
+	allocs := func(n int32) float64 {
+		topic := fmt.Sprintf("na%d", n)
+		createTopic(t, b.Addr(), topic, n, nil)
+		tp, _ := b.topics.get(topic)
+		full := kmsg.NewPtrFetchRequest()
+		full.SessionEpoch, full.MaxBytes = 0, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.TopicID = tp.ID
+		for p := range n {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.PartitionMaxBytes = p, 1<<20
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		full.Topics = append(full.Topics, rt)
+		rep := handleFetch(b, &netio.Request{Key: 1, Version: 13, Body: full})
+		rep.Body.Release()
+		inc := kmsg.NewPtrFetchRequest()
+		inc.MaxBytes = 1 << 20
+		inc.SessionID = b.fetchSessions.newestID()
+		inc.SessionEpoch = 1
+		return testing.AllocsPerRun(200, func() {
+			rep := handleFetch(b, &netio.Request{Key: 1, Version: 13, Body: inc})
+			if rep.Body == nil || len(rep.Body.Bytes()) != 4+2+4+1+1 { // throttle, error, session id, no topics, no tags
+				t.Fatalf("incremental response of %d bytes", len(rep.Body.Bytes()))
+			}
+			rep.Body.Release()
+			inc.SessionEpoch++
+		})
+	}
+	one, many := allocs(1), allocs(64)
+	t.Logf("allocations per idle incremental fetch: %v with 1 partition, %v with 64", one, many)
+	if many > one {
+		t.Fatalf("an idle incremental fetch allocates per partition: %v with 1 partition, %v with 64", one, many)
+	}
+}
+
+// newestID is the id of the most recently used session (tests).
+func (c *fetchSessionCache) newestID() int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tail.id
 }
