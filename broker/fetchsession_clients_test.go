@@ -3,8 +3,11 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -317,4 +320,65 @@ func TestFetchSessionHostile(t *testing.T) {
 		t.Fatalf("%d sessions with 20 slots", s)
 	}
 	wireServes(t, b)
+}
+
+// TestFetchSessionJavaConsumer consumes 16 partitions with Apache Kafka's own Java consumer
+// (kafka-console-consumer: a consumer group, incremental fetch sessions by default) and checks
+// every record arrives once, in order per partition, through incremental fetches. It needs the
+// Kafka jars: WEIR_KAFKA_LIBS=<folder of jars> (../shared/anchors/kafka/setup.sh prints it).
+func TestFetchSessionJavaConsumer(t *testing.T) {
+	libs := os.Getenv("WEIR_KAFKA_LIBS")
+	if libs == "" {
+		t.Skip("WEIR_KAFKA_LIBS not set: the Java consumer is not available")
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Skip("no java")
+	}
+	b := startBroker(t, map[string]string{"group.initial.rebalance.delay.ms": "0"})
+	addr := b.Addr()
+	const topic, parts, perPart = "java", 16, 20
+	createTopic(t, addr, topic, parts, nil)
+	for i := range perPart { // one batch per partition each time: one per fetch at 64 bytes
+		var recs []testRecord
+		for p := range int32(parts) {
+			recs = append(recs, testRecord{Partition: p, Value: fmt.Appendf(nil, "p%d-%d", p, i)})
+		}
+		produceTestRecords(t, addr, topic, recs)
+	}
+	before := b.fetchSessions.requests[fetchIncremental].Load()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "java", "-cp", libs+"/*", "org.apache.kafka.tools.consumer.ConsoleConsumer",
+		"--bootstrap-server", addr, "--topic", topic, "--from-beginning", "--group", "java-sessions",
+		"--max-messages", fmt.Sprint(parts*perPart), "--timeout-ms", "60000",
+		"--command-property", "max.partition.fetch.bytes=64")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("console consumer: %v\n%s", err, out)
+	}
+	next := map[int]int{}
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if len(l) > 1 && l[0] == 'p' && l[1] >= '0' && l[1] <= '9' { // skip the tool's notices
+			lines = append(lines, l)
+		}
+	}
+	for _, l := range lines {
+		var p, i int
+		if _, err := fmt.Sscanf(l, "p%d-%d", &p, &i); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if i != next[p] {
+			t.Fatalf("partition %d: record %d, want %d", p, i, next[p])
+		}
+		next[p]++
+	}
+	if len(lines) != parts*perPart {
+		t.Fatalf("%d records, want %d", len(lines), parts*perPart)
+	}
+	inc := b.fetchSessions.requests[fetchIncremental].Load() - before
+	t.Logf("Java consumer: %d records, %d incremental fetches", len(lines), inc)
+	if inc < perPart/2 {
+		t.Fatalf("the Java consumer made %d incremental fetches, want >= %d", inc, perPart/2)
+	}
 }
