@@ -148,10 +148,10 @@ type fetchSession struct {
 	moved []int32              // scratch for reordering
 }
 
-// fetchSessionCache is the broker's fetch sessions. The zero value is ready: the slot count is
-// read from the configuration on first use.
+// fetchSessionCache is the broker's fetch sessions (Broker.fetchSessions; sized on first use by
+// Broker.fetchSessionCache).
 type fetchSessionCache struct {
-	once  sync.Once
+	once  sync.Once // init
 	slots int
 	nowMs func() int64 // tests replace it
 
@@ -167,18 +167,17 @@ type fetchSessionCache struct {
 	requests      [fetchKinds]atomic.Uint64
 }
 
+// init sizes the cache (once, before use: Broker.fetchSessionCache).
 func (c *fetchSessionCache) init(slots int64) {
-	c.once.Do(func() {
-		if slots < 0 || slots > math.MaxInt32 {
-			slots = fetchSessionSlotsDefault
-		}
-		c.slots = int(slots)
-		if c.nowMs == nil {
-			start := time.Now()
-			c.nowMs = func() int64 { return time.Since(start).Milliseconds() }
-		}
-		c.sessions = make(map[int32]*fetchSession)
-	})
+	if slots < 0 || slots > math.MaxInt32 {
+		slots = fetchSessionSlotsDefault
+	}
+	c.slots = int(slots)
+	if c.nowMs == nil {
+		start := time.Now()
+		c.nowMs = func() int64 { return time.Since(start).Milliseconds() }
+	}
+	c.sessions = make(map[int32]*fetchSession)
 }
 
 // fetchKind is how a Fetch is served.
@@ -210,7 +209,8 @@ type fetchContext struct {
 func (c *fetchSessionCache) newContext(version int16, req *kmsg.FetchRequest, privileged bool) fetchContext {
 	ctx := fetchContext{kind: fetchSessionless, privileged: privileged, topicIDs: version >= 13}
 	if version < 7 {
-		return ctx // no sessions before v7
+		c.count(fetchSessionless) // no sessions before v7
+		return ctx
 	}
 	if req.SessionEpoch == fetchInitialEpoch || req.SessionEpoch == fetchFinalEpoch {
 		if req.SessionID != 0 {
