@@ -162,6 +162,7 @@ type fetchRun struct {
 	replicaID int32
 	denied    func(string) bool
 	items     []fetchItem
+	enc       fetchEncoder
 }
 
 var fetchRunPool = sync.Pool{New: func() any { return new(fetchRun) }}
@@ -339,7 +340,8 @@ func (f *fetchRun) answer() *netio.Body {
 		}
 		return f.encodeIncremental(s.id, &tally)
 	}
-	enc := newFetchEncoder(f.version)
+	enc := &f.enc
+	enc.init(f.version)
 	enc.begin(0, 0, sessionID, len(f.req.Topics))
 	k := 0
 	for i := range f.req.Topics {
@@ -378,7 +380,8 @@ func (f *fetchRun) encodeIncremental(sessionID int32, tally *fetchTally) *netio.
 		}
 		last = &items[i]
 	}
-	enc := newFetchEncoder(f.version)
+	enc := &f.enc
+	enc.init(f.version)
 	enc.begin(0, 0, sessionID, topics)
 	for i := 0; i < len(items); {
 		if !items[i].include {
