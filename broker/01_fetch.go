@@ -170,9 +170,12 @@ var fetchRunPool = sync.Pool{New: func() any { return new(fetchRun) }}
 // maxPooledFetchItems bounds what a pooled fetchRun keeps between requests.
 const maxPooledFetchItems = 1 << 14
 
-// free releases what was not sent and returns f to the pool.
+// free releases what was not sent, ends the session's fetch and returns f to the pool.
 func (f *fetchRun) free() {
 	f.releaseSlices()
+	if s := f.ctx.session; s != nil {
+		s.finish()
+	}
 	clear(f.items)
 	items := f.items[:0]
 	if cap(items) > maxPooledFetchItems {

@@ -21,10 +21,12 @@ package broker
 //     response is sent (id 0 in the response when none could be made).
 //   - any other epoch: incremental. An unknown id answers FETCH_SESSION_ID_NOT_FOUND, a wrong
 //     epoch INVALID_FETCH_SESSION_EPOCH, a version on the other side of v13 from the session's
-//     (topic ids vs names, KIP-516) FETCH_SESSION_TOPIC_ID_ERROR; these errors name session id
-//     0 and no partitions. An incremental fetch that leaves the session empty closes it and is
-//     answered sessionless. A long-polling incremental fetch whose session moved to another
-//     epoch while it waited (a duplicate request) answers INVALID_FETCH_SESSION_EPOCH.
+//     (topic ids vs names, KIP-516) FETCH_SESSION_TOPIC_ID_ERROR, and an incremental fetch
+//     while another on the same session is unanswered INVALID_FETCH_SESSION_EPOCH (below);
+//     these errors name session id 0 and no partitions. An incremental fetch that leaves the
+//     session empty closes it and is answered sessionless. As in Kafka, a response finds the
+//     session still at the epoch its request moved it to, or answers
+//     INVALID_FETCH_SESSION_EPOCH with the session's id.
 //
 // The cache holds at most max.incremental.fetch.session.cache.slots sessions (1000). A new
 // session takes a free slot, or else evicts, as Kafka's tryEvict: first the least recently used
@@ -43,6 +45,11 @@ package broker
 // cache is full: the client keeps sending full fetches); an incremental fetch that would grow a
 // session past them closes the session and answers FETCH_SESSION_ID_NOT_FOUND, upon which
 // clients send a full fetch. Worst case: 2^18 partitions * (200 + 249) bytes, about 118 MB.
+// A session serves one fetch at a time (clients never send more; a second incremental fetch
+// while one is unanswered, e.g. pipelined behind a long poll, answers INVALID_FETCH_SESSION_EPOCH
+// and leaves the session's epoch as it was), so the copies of sessions' partitions that
+// in-flight fetches hold (about 160 bytes a partition, plus 16 bytes of long-poll watch) are
+// bounded by the same 2^18 partitions.
 //
 // Locking, as in Kafka: fetchSessionCache.mu guards the cache (sessions, the LRU list, the
 // partition count, each session's place in them); fetchSession.mu guards one session's epoch
@@ -140,12 +147,13 @@ type fetchSession struct {
 	byPriv     bool // evictable by a privileged new session (as of the last touch)
 	prev, next *fetchSession
 
-	mu    sync.Mutex // guards epoch, parts, index, order, moved
-	epoch int32      // the epoch the next incremental fetch must carry
-	parts []sessionPartition
-	index map[sessionKey]int32 // key -> index in parts
-	order []int32              // indexes into parts: the response order
-	moved []int32              // scratch for reordering
+	mu       sync.Mutex // guards epoch, inflight, parts, index, order, moved
+	epoch    int32      // the epoch the next incremental fetch must carry
+	inflight bool       // an incremental fetch on the session is not answered yet
+	parts    []sessionPartition
+	index    map[sessionKey]int32 // key -> index in parts
+	order    []int32              // indexes into parts: the response order
+	moved    []int32              // scratch for reordering
 }
 
 // fetchSessionCache is the broker's fetch sessions (Broker.fetchSessions; sized on first use by
@@ -235,6 +243,10 @@ func (c *fetchSessionCache) newContext(version int16, req *kmsg.FetchRequest, pr
 		return c.errorContext(kerr.InvalidFetchSessionEpoch)
 	case s.topicIDs != ctx.topicIDs:
 		return c.errorContext(kerr.FetchSessionTopicIDError)
+	case s.inflight:
+		// One fetch at a time per session (clients never send more): a second one while the
+		// first is unanswered would hold another copy of the session's partitions.
+		return c.errorContext(kerr.InvalidFetchSessionEpoch)
 	}
 	if !s.updateLocked(req, c.partitions-s.cachedSize) {
 		// Past the bounds: the session is dropped and the client starts over with a full fetch.
@@ -248,6 +260,7 @@ func (c *fetchSessionCache) newContext(version int16, req *kmsg.FetchRequest, pr
 	}
 	c.touchLocked(s, c.nowMs())
 	s.epoch = nextFetchEpoch(s.epoch)
+	s.inflight = true // until fetchRun.free
 	ctx.kind, ctx.session, ctx.epoch = fetchIncremental, s, s.epoch
 	c.count(fetchIncremental)
 	return ctx
@@ -521,6 +534,13 @@ func (c *fetchSessionCache) removeLocked(s *fetchSession) {
 	s.cachedSize = -1
 	c.numSessions.Store(int64(len(c.sessions)))
 	c.numPartitions.Store(int64(c.partitions))
+}
+
+// finish ends the session's fetch in flight (fetchRun.free).
+func (s *fetchSession) finish() {
+	s.mu.Lock()
+	s.inflight = false
+	s.mu.Unlock()
 }
 
 // snapshot copies the session's partitions, in response order, into items (an incremental

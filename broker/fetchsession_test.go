@@ -184,7 +184,14 @@ func TestFetchSessionContexts(t *testing.T) {
 	}
 	// The same epoch again (a duplicate) is refused; the snapshot of an old epoch too.
 	wantErr(c.newContext(13, fetchReq(id, 1, nil, nil), false), kerr.InvalidFetchSessionEpoch)
+	// One fetch at a time: the next epoch is refused until the fetch in flight is finished.
+	wantErr(c.newContext(13, fetchReq(id, 2, nil, nil), false), kerr.InvalidFetchSessionEpoch)
+	ctx.session.finish()
 	ctx3 := c.newContext(13, fetchReq(id, 2, nil, nil), false)
+	if ctx3.kind != fetchIncremental {
+		t.Fatalf("epoch 2: %v %v", ctx3.kind, ctx3.err)
+	}
+	ctx3.session.finish()
 	if _, ok := ctx.session.snapshot(ctx.epoch, nil); ok {
 		t.Fatal("snapshot at an old epoch")
 	}
@@ -236,6 +243,7 @@ func TestFetchSessionRespond(t *testing.T) {
 			t.Errorf("partition %d included %v, want %v", i, it.include, want[i])
 		}
 	}
+	ctx.session.finish()
 	ctx = c.newContext(13, fetchReq(id, 2, nil, nil), false)
 	items, _ = ctx.session.snapshot(ctx.epoch, items[:0])
 	order := []int32{}
@@ -468,4 +476,41 @@ func (c *fetchSessionCache) newestID() int32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.tail.id
+}
+
+// TestFetchSessionOneFetchAtATime: a second incremental fetch pipelined behind a parked one on
+// the same session answers INVALID_FETCH_SESSION_EPOCH and leaves the epoch; the first is
+// answered normally and the session goes on.
+func TestFetchSessionOneFetchAtATime(t *testing.T) {
+	b := startBroker(t, nil)
+	createTopic(t, b.Addr(), "one", 2, nil)
+	topic, _ := b.topics.get("one")
+	f := &sessionFetcher{t: t, w: dialWire(t, b.Addr()), topic: topic}
+	resp := f.fetch(13, -1, 0, 0, map[int32]int64{0: 0, 1: 0}, nil, 0)
+	id := resp.SessionID
+	if id == 0 {
+		t.Fatal("no session")
+	}
+	send := func(epoch int32) int32 {
+		req := kmsg.NewPtrFetchRequest()
+		req.SessionID, req.SessionEpoch = id, epoch
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 500, 1, 1<<20
+		return f.w.send(req, 13)
+	}
+	recv := func(corr int32) *kmsg.FetchResponse {
+		resp := kmsg.NewPtrFetchResponse()
+		resp.SetVersion(13)
+		f.w.recv(corr, resp)
+		return resp
+	}
+	c1, c2 := send(1), send(2)
+	if r := recv(c1); r.ErrorCode != 0 || r.SessionID != id {
+		t.Fatalf("first: error %d session %d", r.ErrorCode, r.SessionID)
+	}
+	if r := recv(c2); r.ErrorCode != kerr.InvalidFetchSessionEpoch.Code {
+		t.Fatalf("second: error %d", r.ErrorCode)
+	}
+	if r := f.fetch(13, -1, id, 2, nil, nil, 0); r.ErrorCode != 0 || r.SessionID != id {
+		t.Fatalf("after: error %d session %d", r.ErrorCode, r.SessionID)
+	}
 }
