@@ -514,3 +514,129 @@ func TestFetchSessionOneFetchAtATime(t *testing.T) {
 		t.Fatalf("after: error %d session %d", r.ErrorCode, r.SessionID)
 	}
 }
+
+// FuzzFetchSessionCache drives the cache with a byte-coded sequence of full fetches (opening
+// sessions of followers and consumers), incremental fetches (adding, updating and forgetting
+// partitions, right and wrong ids and epochs), finished fetches and clock moves, and checks
+// after each step: never more sessions than slots, the cached-partition count equals the
+// sessions' partitions and stays within the bound, the LRU list holds exactly the cached
+// sessions, and every session's index, order and partitions agree.
+func FuzzFetchSessionCache(f *testing.F) {
+	f.Add([]byte{0, 3, 0, 5, 1, 0, 1, 2, 3, 2, 0, 4, 0, 200, 0, 1, 1, 9})
+	f.Add([]byte{0, 1, 0, 1, 0, 2, 0, 3, 0, 4, 5, 1, 6, 0, 1, 0, 1, 1, 1, 7, 2, 3})
+	f.Add([]byte{0, 255, 1, 255, 4, 255, 0, 1, 1, 0, 0, 3, 2, 1, 5, 2, 0, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		c, now := newTestSessionCache(4)
+		var ids []int32
+		var inflight []*fetchSession
+		next := func() byte {
+			if len(ops) == 0 {
+				return 0
+			}
+			b := ops[0]
+			ops = ops[1:]
+			return b
+		}
+		for len(ops) > 0 {
+			switch next() % 6 {
+			case 0: // full fetch: privileged?, partitions
+				priv := next()%2 == 1
+				n := int(next())
+				ctx := fetchContext{kind: fetchFull, privileged: priv, topicIDs: true}
+				if id := c.createSession(&ctx, sessionItems(next(), n)); id != 0 {
+					ids = append(ids, id)
+				}
+			case 1, 2: // incremental: which session, epoch delta, adds, forgets
+				var id int32 = 12345
+				if len(ids) > 0 {
+					id = ids[int(next())%len(ids)]
+				}
+				c.mu.Lock()
+				epoch := int32(1)
+				if s := c.sessions[id]; s != nil {
+					s.mu.Lock()
+					epoch = s.epoch
+					s.mu.Unlock()
+				}
+				c.mu.Unlock()
+				epoch += int32(next()%3) - 1
+				adds := map[byte][]int32{}
+				for range next() % 4 {
+					adds[next()%3] = append(adds[next()%3], int32(next()%8))
+				}
+				forgets := map[byte][]int32{}
+				for range next() % 4 {
+					forgets[next()%3] = append(forgets[next()%3], int32(next()%8))
+				}
+				ctx := c.newContext(13, fetchReq(id, epoch, adds, forgets), false)
+				if ctx.kind == fetchIncremental {
+					items, ok := ctx.session.snapshot(ctx.epoch, nil)
+					if !ok || !ctx.session.respond(ctx.epoch, items) {
+						t.Fatal("fresh context refused")
+					}
+					inflight = append(inflight, ctx.session)
+				}
+			case 3: // finish the fetches in flight
+				for _, s := range inflight {
+					s.finish()
+				}
+				inflight = inflight[:0]
+			case 4: // the clock
+				*now += int64(next()) * 1000
+			case 5: // close by epoch -1
+				if len(ids) > 0 {
+					c.newContext(13, fetchReq(ids[int(next())%len(ids)], -1, nil, nil), false)
+				}
+			}
+			checkSessionCache(t, c)
+		}
+	})
+}
+
+func checkSessionCache(t *testing.T, c *fetchSessionCache) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.sessions) > c.slots {
+		t.Fatalf("%d sessions, %d slots", len(c.sessions), c.slots)
+	}
+	parts, listed := 0, 0
+	for s := c.head; s != nil; s = s.next {
+		listed++
+		if c.sessions[s.id] != s {
+			t.Fatalf("session %d listed but not cached", s.id)
+		}
+		if listed > len(c.sessions) {
+			t.Fatal("LRU list loops")
+		}
+	}
+	if listed != len(c.sessions) {
+		t.Fatalf("%d sessions listed, %d cached", listed, len(c.sessions))
+	}
+	for _, s := range c.sessions {
+		s.mu.Lock()
+		if s.cachedSize != len(s.parts) || len(s.index) != len(s.parts) || len(s.order) != len(s.parts) {
+			t.Fatalf("session %d: cached size %d, %d parts, %d indexed, %d ordered", s.id, s.cachedSize, len(s.parts), len(s.index), len(s.order))
+		}
+		seen := make([]bool, len(s.parts))
+		for _, idx := range s.order {
+			if seen[idx] {
+				t.Fatalf("session %d: part %d ordered twice", s.id, idx)
+			}
+			seen[idx] = true
+		}
+		for k, idx := range s.index {
+			if s.parts[idx].key() != k || s.parts[idx].gone {
+				t.Fatalf("session %d: index %v -> %d holds %v", s.id, k, idx, s.parts[idx].key())
+			}
+		}
+		parts += len(s.parts)
+		s.mu.Unlock()
+	}
+	if parts != c.partitions || int64(parts) != c.numPartitions.Load() || int64(len(c.sessions)) != c.numSessions.Load() {
+		t.Fatalf("partitions %d counted %d (gauge %d), sessions %d gauge %d", parts, c.partitions, c.numPartitions.Load(), len(c.sessions), c.numSessions.Load())
+	}
+	if parts > maxFetchSessionCachedPartitions {
+		t.Fatalf("%d partitions cached", parts)
+	}
+}
