@@ -35,7 +35,10 @@ package broker
 // one is worth more. Sessions of followers (replica id >= 0) are privileged; a session becomes
 // evictable by followers when it is a consumer's or older than 120 s, and by everyone when older
 // than 120 s (membership as of its last use, as in Kafka). The least-valuable choice scans the
-// sessions (O(slots)) and runs only when the cache is full and nothing is stale.
+// sessions (O(slots)) and runs only when the cache is full and nothing is stale. Kafka splits
+// its cache into shards (KAFKA-9401), each with its share of the slots and evicting within
+// itself; weir keeps one cache under one mutex, held to create, find, touch and evict sessions
+// and, as Kafka does, while an incremental request is applied to its session.
 //
 // Memory bounds (weir's choice: Kafka bounds sessions only by request size). Every partition of
 // a session is attacker-chosen, so a session holds at most maxFetchSessionPartitions partitions
