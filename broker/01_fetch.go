@@ -8,9 +8,13 @@ package broker
 // answer is empty. A fetch offset inside a batch returns the whole batch. The first partition
 // with data gets at least one whole batch even beyond max_bytes (KIP-74). With fewer than
 // min_bytes available the request parks on the partitions' high-watermark notifications until
-// min_bytes or max_wait_ms: no polling. Fetch sessions (KIP-227) are declined (session id 0),
-// which every client handles by sending full fetches; an incremental fetch naming a session
-// answers FETCH_SESSION_ID_NOT_FOUND.
+// min_bytes or max_wait_ms: no polling.
+//
+// Fetch sessions (KIP-227, fetchsession.go): a request is sessionless, full (opens a session)
+// or incremental (reads every partition of its session; the response carries only those with
+// something to say). The long poll watches every partition read, so new data in a partition an
+// incremental response would omit still wakes it. A fetch's partitions are collected in a
+// pooled fetchRun (no allocation per partition once warm), read, and then encoded.
 
 import (
 	"errors"
@@ -33,26 +37,41 @@ const maxFetchWait = 5 * time.Minute
 
 func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 	req := r.Body.(*kmsg.FetchRequest)
-	if req.SessionID != 0 && req.SessionEpoch > 0 {
-		enc := newFetchEncoder(r.Version)
-		enc.begin(0, kerr.FetchSessionIDNotFound.Code, 0, 0)
-		enc.end()
-		b.obs.reg.FetchError(kerr.FetchSessionIDNotFound.Code)
-		return netio.Reply{Body: enc.body}
+	replicaID := req.ReplicaID
+	if r.Version >= 15 {
+		replicaID = req.ReplicaState.ID
 	}
-	// The tally counts bytes out and errors of the response actually sent (metrics.go).
-	tally := fetchTally{b: b}
-	denied := b.fetchDenied(r, req) // ACL: READ on topics, CLUSTER_ACTION for replicas (authz_handlers.go)
-	w := waiterPool.Get().(*engine.Waiter)
-	body, total, watched := b.buildFetch(r.Version, req, &tally, denied, w)
+	ctx := b.fetchSessionCache().newContext(r.Version, req, replicaID >= 0)
+	if ctx.kind == fetchSessionError {
+		return netio.Reply{Body: b.fetchSessionErrorBody(r.Version, ctx.err, 0)}
+	}
+	f := fetchRunPool.Get().(*fetchRun)
+	f.b, f.version, f.req, f.ctx = b, r.Version, req, ctx
+	f.replica = replicaID >= 0
+	f.replicaID = replicaID
+	// ACL: READ on topics, CLUSTER_ACTION for replicas (authz_handlers.go).
+	f.denied = b.fetchDenied(r, req)
+	if !f.load() {
+		id := ctx.session.id
+		f.free()
+		return netio.Reply{Body: b.fetchSessionErrorBody(r.Version, kerr.InvalidFetchSessionEpoch, id)}
+	}
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
-	if total >= int64(req.MinBytes) || wait <= 0 || !watched {
-		w.Stop()
-		waiterPool.Put(w)
-		tally.commit()
+	var w *engine.Waiter
+	if wait > 0 && req.MinBytes > 0 {
+		w = waiterPool.Get().(*engine.Waiter)
+	}
+	total, watched := f.read(w)
+	if w == nil || total >= int64(req.MinBytes) || !watched {
+		if w != nil {
+			w.Stop()
+			waiterPool.Put(w)
+		}
+		body := f.answer()
+		f.free()
 		return netio.Reply{Body: body}
 	}
-	body.Release()
+	f.releaseSlices()
 	deadline := time.Now().Add(min(wait, maxFetchWait))
 	var closing <-chan struct{}
 	if r.Conn != nil {
@@ -62,7 +81,7 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
 		defer waiterPool.Put(w)
-		tally := fetchTally{b: b}
+		defer f.free()
 		for {
 			// One channel for every partition read (engine.Waiter): no goroutine per
 			// partition. The connection closing (client gone, or broker shutdown) ends the
@@ -76,20 +95,34 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 			}
 			w.Stop()
 			if timedOut || isClosed(closing) {
-				body, _, _ := b.buildFetch(r.Version, req, &tally, denied, nil)
-				tally.commit()
-				return netio.Reply{Body: body}
+				f.read(nil)
+				return netio.Reply{Body: f.answer()}
 			}
-			body, total, watched := b.buildFetch(r.Version, req, &tally, denied, w)
+			total, watched := f.read(w)
 			if total >= int64(req.MinBytes) || time.Now().After(deadline) || !watched {
 				w.Stop()
-				tally.commit()
-				return netio.Reply{Body: body}
+				return netio.Reply{Body: f.answer()}
 			}
-			body.Release()
-			tally.reset()
+			f.releaseSlices()
 		}
 	}}
+}
+
+// fetchSessionCache returns the broker's fetch sessions, sized on first use.
+func (b *Broker) fetchSessionCache() *fetchSessionCache {
+	c := &b.fetchSessions
+	c.once.Do(func() { c.init(b.cfg.int64("max.incremental.fetch.session.cache.slots")) })
+	return c
+}
+
+// fetchSessionErrorBody is a response with a top-level error and no partitions (Kafka's
+// SessionErrorContext; INVALID_FETCH_SESSION_EPOCH found when answering names the session).
+func (b *Broker) fetchSessionErrorBody(version int16, err *kerr.Error, sessionID int32) *netio.Body {
+	enc := newFetchEncoder(version)
+	enc.begin(0, err.Code, sessionID, 0)
+	enc.end()
+	b.obs.reg.FetchError(err.Code)
+	return enc.body
 }
 
 // waiterPool recycles the long polls' waiters.
@@ -104,119 +137,286 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// buildFetch reads every requested partition and encodes the response. It returns the body and
-// the record bytes it holds; with w set it first registers w on each partition read (the high
-// watermark for consumers, the log end for replicas), before reading so no append is missed,
-// and watched says whether the caller may park on w. When a partition has an error it reports
-// watched false: as in Kafka, an error is answered at once, not after max_wait_ms.
-// Topics denied (ACLs; nil: none) answer TOPIC_AUTHORIZATION_FAILED.
-func (b *Broker) buildFetch(version int16, req *kmsg.FetchRequest, tally *fetchTally, denied func(string) bool, w *engine.Waiter) (body *netio.Body, total int64, watched bool) {
-	enc := newFetchEncoder(version)
-	enc.begin(0, 0, 0, len(req.Topics))
-	iso := engine.ReadUpToHighWatermark
-	replicaID := req.ReplicaID
-	if version >= 15 {
-		replicaID = req.ReplicaState.ID
+// fetchItem is one partition of a Fetch: what is asked (from the request, or from the session
+// for an incremental fetch) and, once read, the answer.
+type fetchItem struct {
+	name        string   // topic name as requested (v<13)
+	id          [16]byte // topic id as requested (v13+)
+	tname       string   // the topic's name, once resolved ("" unknown)
+	partition   int32
+	maxBytes    int32
+	fetchOffset int64
+	leaderEpoch int32
+	include     bool // an incremental response carries it
+	p           fetchPartition
+}
+
+// fetchRun is one Fetch request being served: its partitions and their answers. Pooled; one
+// goroutine at a time (the handler, then the long poll's writer goroutine).
+type fetchRun struct {
+	b         *Broker
+	version   int16
+	req       *kmsg.FetchRequest
+	ctx       fetchContext
+	replica   bool
+	replicaID int32
+	denied    func(string) bool
+	items     []fetchItem
+	enc       fetchEncoder
+}
+
+var fetchRunPool = sync.Pool{New: func() any { return new(fetchRun) }}
+
+// maxPooledFetchItems bounds what a pooled fetchRun keeps between requests.
+const maxPooledFetchItems = 1 << 14
+
+// free releases what was not sent, ends the session's fetch and returns f to the pool.
+func (f *fetchRun) free() {
+	f.releaseSlices()
+	if s := f.ctx.session; s != nil {
+		s.finish()
 	}
-	if replicaID >= 0 {
+	clear(f.items)
+	items := f.items[:0]
+	if cap(items) > maxPooledFetchItems {
+		items = nil
+	}
+	*f = fetchRun{items: items}
+	fetchRunPool.Put(f)
+}
+
+// releaseSlices drops the record slices read by a pass whose response is not sent.
+func (f *fetchRun) releaseSlices() {
+	for i := range f.items {
+		f.items[i].p.slice.Release()
+	}
+}
+
+// load collects the partitions to read: the request's, or the session's for an incremental
+// fetch (false: the session moved to another epoch meanwhile).
+func (f *fetchRun) load() bool {
+	if f.ctx.kind == fetchIncremental {
+		var ok bool
+		f.items, ok = f.ctx.session.snapshot(f.ctx.epoch, f.items[:0])
+		return ok
+	}
+	for i := range f.req.Topics {
+		rt := &f.req.Topics[i]
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			it := fetchItem{id: rt.TopicID, partition: rp.Partition, maxBytes: rp.PartitionMaxBytes,
+				fetchOffset: rp.FetchOffset, leaderEpoch: rp.CurrentLeaderEpoch}
+			if f.version < 13 {
+				it.name, it.id = rt.Topic, [16]byte{}
+			}
+			f.items = append(f.items, it)
+		}
+	}
+	return true
+}
+
+// read reads every partition of the fetch. It returns the record bytes read; with w set it
+// first registers w on each partition read (the high watermark for consumers, the log end for
+// replicas), before reading so no append is missed, and watched says whether the caller may
+// park on w. When a partition has an error it reports watched false: as in Kafka, an error is
+// answered at once, not after max_wait_ms. Denied topics answer TOPIC_AUTHORIZATION_FAILED.
+func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
+	b, version := f.b, f.version
+	iso := engine.ReadUpToHighWatermark
+	if f.replica {
 		iso = engine.ReadUpToLogEnd
 	}
-	tally.replica = replicaID >= 0
-	maxBytes := int64(req.MaxBytes)
+	maxBytes := int64(f.req.MaxBytes)
 	if maxBytes <= 0 {
 		maxBytes = 1 << 31
 	}
+	readCommitted := f.req.IsolationLevel == 1
 	failed := false
-	for i := range req.Topics {
-		rt := &req.Topics[i]
-		var t Topic
-		var ok bool
-		missing := kerr.UnknownTopicOrPartition
-		if version >= 13 {
-			t, ok = b.topics.getByID(rt.TopicID)
-			missing = kerr.UnknownTopicID
-		} else {
-			t, ok = b.topics.get(rt.Topic)
+	var (
+		t            Topic
+		ok           bool
+		unauthorized bool
+		missing      *kerr.Error
+	)
+	for i := range f.items {
+		it := &f.items[i]
+		// Resolve the topic once per run of partitions of the same topic.
+		if i == 0 || it.id != f.items[i-1].id || it.name != f.items[i-1].name {
+			missing = kerr.UnknownTopicOrPartition
+			if version >= 13 {
+				t, ok = b.topics.getByID(it.id)
+				missing = kerr.UnknownTopicID
+			} else {
+				t, ok = b.topics.get(it.name)
+			}
+			unauthorized = f.denied != nil && (ok || version < 13) && f.denied(topicNameOf(it.name, t.Name, version >= 13))
 		}
-		enc.topic(rt.Topic, rt.TopicID, len(rt.Partitions))
-		tally.setTopic(t.Name)
-		unauthorized := denied != nil && (ok || version < 13) && denied(topicNameOf(rt.Topic, t.Name, version >= 13))
-		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
-			p := fetchPartition{partition: rp.Partition, hw: -1, lso: -1, logStart: -1, readCommitted: req.IsolationLevel == 1}
-			if unauthorized {
-				p.errorCode = kerr.TopicAuthorizationFailed.Code
+		it.tname = t.Name
+		if !ok {
+			it.tname = ""
+		}
+		p := &it.p
+		*p = fetchPartition{partition: it.partition, hw: -1, lso: -1, logStart: -1, readCommitted: readCommitted}
+		if unauthorized {
+			p.errorCode = kerr.TopicAuthorizationFailed.Code
+			failed = true
+			continue
+		}
+		var l *engine.Log
+		var rep *replica
+		partMissing := missing
+		if ok && it.partition >= 0 && it.partition < t.Partitions {
+			rep = b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: it.partition})
+			if rep == nil {
+				partMissing = kerr.NotLeaderForPartition
+			}
+		}
+		var roleErr error
+		if rep != nil {
+			l = rep.log
+			epoch := int32(-1)
+			if version >= 9 {
+				epoch = it.leaderEpoch
+			}
+			if f.replica {
+				roleErr = rep.followerFetched(f.replicaID, it.fetchOffset, epoch)
+			} else {
+				roleErr = rep.checkLeader(epoch)
+			}
+		}
+		if l == nil || roleErr != nil {
+			p.errorCode = partMissing.Code
+			if roleErr != nil {
+				p.errorCode = errorCode(roleErr)
+			}
+			failed = true
+			continue
+		}
+		if w != nil {
+			if f.replica {
+				w.WatchEnd(l)
+			} else {
+				w.WatchHighWatermark(l)
+			}
+			watched = true
+		}
+		p.hw = l.HighWatermark()
+		p.lso = p.hw
+		p.logStart = l.LogStartOffset()
+		partMax := int64(it.maxBytes)
+		if remaining := maxBytes - total; remaining < partMax {
+			partMax = remaining
+		}
+		if partMax > 0 || total == 0 {
+			if total == 0 && partMax <= 0 {
+				partMax = 1 // the first partition with data still gets one whole batch
+			}
+			sl, err := b.readPartition(l, it.fetchOffset, partMax, iso)
+			if err != nil {
+				p.errorCode = errorCode(err)
 				failed = true
-				tally.partition(p.errorCode, 0)
-				enc.partition(&p)
-				continue
+			} else {
+				p.slice = sl
+				total += sl.Length
 			}
-			var l *engine.Log
-			var rep *replica
-			if ok && rp.Partition >= 0 && rp.Partition < t.Partitions {
-				rep = b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition})
-				if rep == nil {
-					missing = kerr.NotLeaderForPartition
-				}
-			}
-			var roleErr error
-			if rep != nil {
-				l = rep.log
-				epoch := int32(-1)
-				if version >= 9 {
-					epoch = rp.CurrentLeaderEpoch
-				}
-				if replicaID >= 0 {
-					roleErr = rep.followerFetched(replicaID, rp.FetchOffset, epoch)
-				} else {
-					roleErr = rep.checkLeader(epoch)
-				}
-			}
-			if l == nil || roleErr != nil {
-				p.errorCode = missing.Code
-				if roleErr != nil {
-					p.errorCode = errorCode(roleErr)
-				}
-				failed = true
-				tally.partition(p.errorCode, 0)
-				enc.partition(&p)
-				continue
-			}
-			if w != nil {
-				if replicaID >= 0 {
-					w.WatchEnd(l)
-				} else {
-					w.WatchHighWatermark(l)
-				}
-				watched = true
-			}
-			p.hw = l.HighWatermark()
-			p.lso = p.hw
-			p.logStart = l.LogStartOffset()
-			partMax := int64(rp.PartitionMaxBytes)
-			if remaining := maxBytes - total; remaining < partMax {
-				partMax = remaining
-			}
-			if partMax > 0 || total == 0 {
-				if total == 0 && partMax <= 0 {
-					partMax = 1 // the first partition with data still gets one whole batch
-				}
-				sl, err := b.readPartition(l, rp.FetchOffset, partMax, iso)
-				if err != nil {
-					p.errorCode = errorCode(err)
-					failed = true
-				} else {
-					p.slice = sl
-					total += sl.Length
-				}
-			}
+		}
+	}
+	return total, watched && !failed
+}
+
+// answer encodes the response of the last read: every partition for a sessionless or full
+// fetch (a full fetch first creates its session), those with something to say for an
+// incremental one. The body takes the record slices it sends.
+func (f *fetchRun) answer() *netio.Body {
+	b := f.b
+	sessions := &b.fetchSessions
+	tally := fetchTally{b: b, replica: f.replica}
+	defer tally.commit()
+	var sessionID int32
+	switch f.ctx.kind {
+	case fetchFull:
+		sessionID = sessions.createSession(&f.ctx, f.items)
+	case fetchIncremental:
+		s := f.ctx.session
+		if !s.respond(f.ctx.epoch, f.items) {
+			return b.fetchSessionErrorBody(f.version, kerr.InvalidFetchSessionEpoch, s.id)
+		}
+		return f.encodeIncremental(s.id, &tally)
+	}
+	enc := &f.enc
+	enc.init(f.version)
+	enc.begin(0, 0, sessionID, len(f.req.Topics))
+	k := 0
+	for i := range f.req.Topics {
+		rt := &f.req.Topics[i]
+		n := len(rt.Partitions)
+		enc.topic(rt.Topic, rt.TopicID, n)
+		if n > 0 {
+			tally.setTopic(f.items[k].tname)
+		}
+		for range n {
+			p := &f.items[k].p
 			tally.partition(p.errorCode, p.slice.Length)
-			enc.partition(&p)
+			enc.partition(p)
+			p.slice = segmentSlice{} // the body owns it
+			k++
 		}
 		enc.endTopic()
 	}
 	enc.end()
-	return enc.body, total, watched && !failed
+	return enc.body
+}
+
+// encodeIncremental encodes the included partitions, one topic entry per run of partitions of
+// the same topic (a topic may appear more than once, as in Kafka's responses).
+func (f *fetchRun) encodeIncremental(sessionID int32, tally *fetchTally) *netio.Body {
+	items := f.items
+	same := func(a, b *fetchItem) bool { return a.id == b.id && a.name == b.name }
+	topics := 0
+	var last *fetchItem
+	for i := range items {
+		if !items[i].include {
+			continue
+		}
+		if last == nil || !same(last, &items[i]) {
+			topics++
+		}
+		last = &items[i]
+	}
+	enc := &f.enc
+	enc.init(f.version)
+	enc.begin(0, 0, sessionID, topics)
+	for i := 0; i < len(items); {
+		if !items[i].include {
+			i++
+			continue
+		}
+		first := &items[i]
+		n, end := 0, i
+		for ; end < len(items); end++ {
+			if !items[end].include {
+				continue
+			}
+			if !same(first, &items[end]) {
+				break
+			}
+			n++
+		}
+		enc.topic(first.name, first.id, n)
+		tally.setTopic(first.tname)
+		for ; i < end; i++ {
+			if !items[i].include {
+				continue
+			}
+			p := &items[i].p
+			tally.partition(p.errorCode, p.slice.Length)
+			enc.partition(p)
+			p.slice = segmentSlice{}
+		}
+		enc.endTopic()
+	}
+	enc.end()
+	return enc.body
 }
 
 // readPartition reads from one partition: OFFSET_OUT_OF_RANGE outside [log start, log end], an

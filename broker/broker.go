@@ -61,6 +61,8 @@ type Broker struct {
 
 	obs brokerObs // metrics, /healthz, /readyz, the admin listener (metrics.go)
 
+	fetchSessions fetchSessionCache // incremental fetch sessions, KIP-227 (fetchsession.go)
+
 	authz authzState // ACLs (authz.go)
 
 	sec *securityState // listener security: TLS, SASL (security.go)

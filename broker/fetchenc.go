@@ -32,9 +32,16 @@ type fetchEncoder struct {
 }
 
 func newFetchEncoder(version int16) *fetchEncoder {
+	e := &fetchEncoder{}
+	e.init(version)
+	return e
+}
+
+// init starts a response at version in a new body (a fetchRun reuses its encoder).
+func (e *fetchEncoder) init(version int16) {
 	flexible := version >= 12
 	body := netio.NewBody(flexible)
-	return &fetchEncoder{version: version, flexible: flexible, body: body, b: body.Bytes()}
+	*e = fetchEncoder{version: version, flexible: flexible, body: body, b: body.Bytes()}
 }
 
 func (e *fetchEncoder) arrayLen(n int) {

@@ -285,6 +285,11 @@ var (
 	descMapsSysctl      = prometheus.NewDesc("weir_mmap_max_map_count", "vm.max_map_count read at start.", nil, nil)
 	descRefusals        = prometheus.NewDesc("weir_log_dir_resource_refusals_total", "Operations (log creation, roll, checkpoint, flush) refused for lack of a descriptor, mapping or memory, or by the budget; the log dir stayed online.", []string{"dir"}, nil)
 	descReplicaFailures = prometheus.NewDesc("weir_replica_log_create_failures_total", "Replica logs assigned to this broker that could not be created (retried every 5 s).", nil, nil)
+	// Incremental fetch sessions (KIP-227, fetchsession.go).
+	descFetchSessions      = prometheus.NewDesc("weir_fetch_sessions", "Incremental fetch sessions cached (Kafka's NumIncrementalFetchSessions; at most max.incremental.fetch.session.cache.slots).", nil, nil)
+	descFetchSessionParts  = prometheus.NewDesc("weir_fetch_session_partitions", "Partitions cached by all incremental fetch sessions (Kafka's NumIncrementalFetchPartitionsCached).", nil, nil)
+	descFetchSessionEvicts = prometheus.NewDesc("weir_fetch_session_evictions_total", "Fetch sessions evicted to make room for new ones (Kafka's IncrementalFetchSessionEvictionsPerSec).", nil, nil)
+	descFetchSessionReqs   = prometheus.NewDesc("weir_fetch_session_requests_total", "Fetch requests by how they were served: sessionless (epoch -1), full (opens a session), incremental, or error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR).", []string{"kind"}, nil)
 )
 
 var groupStates = []string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable"}
@@ -295,7 +300,8 @@ func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
 		descControllerActv, descControllerID, descBrokers, descGroups, descRebalStarted, descRebalDone,
 		descConnections, descPanics, descLogDirOnline, descInfo, descReady,
 		descHeldBytes, descDecodeBytes, descHeldRequests, descMuted, descMutes, descRefused, descAcceptBlocked, descThrottled,
-		descFilesUsed, descFilesLimit, descFilesRlimit, descMapsUsed, descMapsLimit, descMapsSysctl, descRefusals, descReplicaFailures} {
+		descFilesUsed, descFilesLimit, descFilesRlimit, descMapsUsed, descMapsLimit, descMapsSysctl, descRefusals, descReplicaFailures,
+		descFetchSessions, descFetchSessionParts, descFetchSessionEvicts, descFetchSessionReqs} {
 		ch <- d
 	}
 }
@@ -346,6 +352,14 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descMapsSysctl, float64(bg.MappingLimit))
 	}
 	counter(descReplicaFailures, float64(b.rm.createFailures.Load()))
+	// Fetch sessions.
+	fs := &b.fetchSessions
+	gauge(descFetchSessions, float64(fs.numSessions.Load()))
+	gauge(descFetchSessionParts, float64(fs.numPartitions.Load()))
+	counter(descFetchSessionEvicts, float64(fs.evictions.Load()))
+	for k, name := range fetchKindNames {
+		counter(descFetchSessionReqs, float64(fs.requests[k].Load()), name)
+	}
 	// Follower lag, on the leader.
 	b.rm.mu.RLock()
 	reps := make([]*replica, 0, len(b.rm.parts))
