@@ -50,6 +50,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzScram$$' -fuzztime $(FUZZTIME) ./broker/
 	$(GO) test -run '^$$' -fuzz '^FuzzScanProduce$$' -fuzztime $(FUZZTIME) ./broker/
 	$(GO) test -run '^$$' -fuzz FuzzOffsetsRecord -fuzztime $(FUZZTIME) ./coordinator/
+	$(GO) test -run '^$$' -fuzz '^FuzzFetchSessionCache$$' -fuzztime $(FUZZTIME) ./broker/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

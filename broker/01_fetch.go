@@ -111,7 +111,7 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 // fetchSessionCache returns the broker's fetch sessions, sized on first use.
 func (b *Broker) fetchSessionCache() *fetchSessionCache {
 	c := &b.fetchSessions
-	c.once.Do(func() { c.init(b.cfg.int64("max.incremental.fetch.session.cache.slots")) })
+	c.once.Do(func() { c.init(int64(keyMaxIncrementalFetchSessionCacheSlots.Get(b.cfg))) })
 	return c
 }
 

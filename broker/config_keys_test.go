@@ -11,14 +11,10 @@ import (
 	"testing"
 )
 
-// pendingKeys are defined keys that nothing reads on this branch yet: their implementations
-// (producer-state expiry, time-based compaction, segment jitter, preallocation, delayed file
-// deletion, topic-level recompression, incremental fetch sessions) are merged separately.
-// Remove each key from this list when its implementation is merged; the test fails on a pending
-// key that is read, so the list cannot go stale.
-var pendingKeys = map[string]bool{
-	"max.incremental.fetch.session.cache.slots": true,
-}
+// pendingKeys are defined keys that nothing reads yet, while their implementation is under way
+// (empty: every defined key is read). The test fails on a pending key that is read, so the list
+// cannot go stale.
+var pendingKeys = map[string]bool{}
 
 // keyConstructors maps each typed-key constructor to the config types it may read.
 var keyConstructors = map[string][]ConfigType{
