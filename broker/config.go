@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/weir-mq/weir/engine"
 )
@@ -347,6 +349,13 @@ func (c *Config) LogConfig(overrides map[string]string) engine.Config {
 	if v, ok := keyInternalSegmentBytes.TopicOverride(overrides); ok {
 		segmentBytes = v // tests' small segments (Kafka 4.1's internal.segment.bytes)
 	}
+	// flush.ms: Kafka's default, Long.MAX, never flushes by time (engine: no timer); 0 flushes
+	// after every append; a value too large for a time.Duration is as good as never.
+	flushMsValue := keyFlushMs.Topic(c, overrides)
+	flushMs := flushMsValue
+	if flushMs >= int64(math.MaxInt64/time.Millisecond) {
+		flushMs = 0
+	}
 	return engine.Config{
 		SegmentBytes:          segmentBytes,
 		SegmentMs:             keySegmentMs.Topic(c, overrides),
@@ -356,7 +365,8 @@ func (c *Config) LogConfig(overrides map[string]string) engine.Config {
 		MaxIndexBytes:         keySegmentIndexBytes.Topic(c, overrides),
 		MaxMessageBytes:       keyMaxMessageBytes.Topic(c, overrides),
 		FlushIntervalMessages: keyFlushMessages.Topic(c, overrides),
-		FlushIntervalMs:       keyFlushMs.Topic(c, overrides),
+		FlushIntervalMs:       flushMs,
+		FlushOnAppend:         flushMsValue == 0,
 		LocalHighWatermark:    true,
 
 		CleanupPolicy:          keyCleanupPolicy.Topic(c, overrides),

@@ -32,8 +32,11 @@ type Config struct {
 	// page cache and fsync once that many messages are unflushed.
 	FlushIntervalMessages int64
 	// FlushIntervalMs is flush.ms / log.flush.interval.ms: also fsync when the oldest unflushed
-	// append is this old. 0 disables the timer.
+	// append is this old. 0 disables the timer (the broker maps Kafka's default, Long.MAX, here).
 	FlushIntervalMs int64
+	// FlushOnAppend is flush.ms=0 (Kafka: no message stays unflushed): every append wakes the
+	// flusher at once. Acknowledgements still wait for fdatasync only when Durable.
+	FlushOnAppend bool
 	// LocalHighWatermark makes the high watermark follow the log itself, for a partition with no
 	// followers: with durable acks it advances to each fdatasync'd offset (consumers never see
 	// an unacknowledged write), with page-cache acks to the log end after each append. When false,

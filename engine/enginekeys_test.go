@@ -501,3 +501,34 @@ func bytesEqualAfterOffset(stored, built []byte) bool {
 	// baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic ...
 	return len(stored) == len(built) && string(stored[8:12]) == string(built[8:12]) && string(stored[16:]) == string(built[16:])
 }
+
+// TestFlushMsZero: flush.ms=0 (FlushOnAppend) fdatasyncs after every append even with page-cache
+// acks, while without it and with no timer nothing is flushed until flush.messages is reached.
+func TestFlushMsZero(t *testing.T) {
+	batch := func() []byte {
+		return record.Build(nil, record.BuildOptions{BaseTimestamp: retNow, ProducerID: -1, BaseSequence: -1}, []record.Record{{Value: []byte("v")}})
+	}
+	flushedWithin := func(l *Log, d time.Duration) bool {
+		end := l.LogEndOffset()
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if l.flush.flushed.Load() >= end {
+				return true
+			}
+		}
+		return false
+	}
+	for _, onAppend := range []bool{true, false} {
+		l, _ := retOpen(t, func(c *Config) { c.FlushIntervalMessages = 1 << 40; c.FlushIntervalMs = 0; c.FlushOnAppend = onAppend })
+		retAppend(t, l, batch())
+		flushedWithin(l, 200*time.Millisecond) // a new log's first flush cycle may take the first batch along
+		for i := 0; i < 3; i++ {
+			retAppend(t, l, batch())
+			if got := flushedWithin(l, 300*time.Millisecond); got != onAppend {
+				t.Fatalf("flush.ms=0 %v: append %d flushed within 300 ms: %v", onAppend, i, got)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -67,7 +67,8 @@ func (f *flushState) init(l *Log, flushed int64) {
 func (f *flushState) appendedLocked(l *Log, messages int64) bool {
 	f.unflushed += messages
 	f.appendsUnflushed++
-	return f.unflushed >= l.config().FlushIntervalMessages
+	c := l.config()
+	return f.unflushed >= c.FlushIntervalMessages || c.FlushOnAppend
 }
 
 func (f *flushState) wake() {
