@@ -80,7 +80,7 @@ func (f *flushState) wake() {
 
 // rolled queues the segment that stopped being active for sealing and wakes the flusher, so a
 // roll is sealed soon whatever the flush policy (Kafka flushes a rolled segment asynchronously
-// too). Without the wake, a page-cache log (flush.messages large, flush.ms 0) would keep every
+// too). Without the wake, a page-cache log (flush.messages large, no flush.ms timer) would keep every
 // rolled segment unsynced, its index untrimmed, its directory entry unsynced and, after retention
 // deleted it, its file open and its blocks allocated, until the log closed. Requires l.mu (wake
 // does not block).
