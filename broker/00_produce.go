@@ -107,6 +107,9 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 				err = kerr.TopicAuthorizationFailed
 			case !found || rp.Partition < 0 || rp.Partition >= t.Partitions:
 				err = missing
+			case r.Version < 7 && len(rp.Records) > 22 && rp.Records[22]&0x07 == record.CodecZstd:
+				// zstd needs Produce v7 (KIP-110); Kafka's LogValidator refuses it below.
+				err = fmt.Errorf("zstd-compressed batch in Produce v%d (zstd needs v7): %w", r.Version, kerr.UnsupportedCompressionType)
 			case isInternalTopic(t.Name):
 				// Kafka lets a client whose client.id is "__admin_client" append; any client
 				// can claim that id, so weir refuses every client.

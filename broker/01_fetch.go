@@ -237,6 +237,7 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 		ok           bool
 		unauthorized bool
 		missing      *kerr.Error
+		zstdRefused  bool
 	)
 	for i := range f.items {
 		it := &f.items[i]
@@ -250,6 +251,9 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 				t, ok = b.topics.get(it.name)
 			}
 			unauthorized = f.denied != nil && (ok || version < 13) && f.denied(topicNameOf(it.name, t.Name, version >= 13))
+			// A consumer below Fetch v10 cannot read zstd (KIP-110): Kafka answers
+			// UNSUPPORTED_COMPRESSION_TYPE for a topic whose compression.type is zstd.
+			zstdRefused = version < 10 && !f.replica && ok && keyCompressionType.Topic(b.cfg, t.Configs) == "zstd"
 		}
 		it.tname = t.Name
 		if !ok {
@@ -259,6 +263,11 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 		*p = fetchPartition{partition: it.partition, hw: -1, lso: -1, logStart: -1, readCommitted: readCommitted}
 		if unauthorized {
 			p.errorCode = kerr.TopicAuthorizationFailed.Code
+			failed = true
+			continue
+		}
+		if zstdRefused {
+			p.errorCode = kerr.UnsupportedCompressionType.Code
 			failed = true
 			continue
 		}

@@ -508,3 +508,56 @@ func TestCompressionTypeProducerState(t *testing.T) {
 		}
 	}
 }
+
+// TestZstdNeedsItsVersions: zstd came with Produce v7 and Fetch v10 (KIP-110). As Kafka does,
+// a zstd batch in Produce v3-v6 gets UNSUPPORTED_COMPRESSION_TYPE, and so does a consumer's
+// Fetch below v10 on a topic whose compression.type is zstd; newer versions work.
+func TestZstdNeedsItsVersions(t *testing.T) {
+	b := startBroker(t, nil)
+	if codes := wireCreateTopics(t, b, 7, wireTopic("zt", 1, "compression.type", "zstd"), wireTopic("plain", 1)); codes["zt"] != 0 || codes["plain"] != 0 {
+		t.Fatalf("create: %v", codes)
+	}
+	zbatch, err := record.BuildCompressed(nil, record.BuildOptions{ProducerID: -1}, []record.Record{{Value: []byte("z")}}, record.CodecZstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := dialWire(t, b.Addr())
+	for _, tc := range []struct {
+		version int16
+		want    int16
+	}{{6, kerr.UnsupportedCompressionType.Code}, {7, 0}} {
+		resp := wireRoundTrip[*kmsg.ProduceResponse](w, wireProduce(wirePart{topic: "plain", records: zbatch}), tc.version)
+		if got := resp.Topics[0].Partitions[0].ErrorCode; got != tc.want {
+			t.Fatalf("zstd batch in Produce v%d: error %d, want %d", tc.version, got, tc.want)
+		}
+	}
+	// One plain batch into each topic (recompressed to zstd in zt).
+	for _, topic := range []string{"zt", "plain"} {
+		resp := wireRoundTrip[*kmsg.ProduceResponse](w, wireProduce(wirePart{topic: topic, records: wireBatch("a")}), 9)
+		if got := resp.Topics[0].Partitions[0].ErrorCode; got != 0 {
+			t.Fatalf("produce to %s: error %d", topic, got)
+		}
+	}
+	for _, tc := range []struct {
+		topic   string
+		version int16
+		want    int16
+	}{{"zt", 9, kerr.UnsupportedCompressionType.Code}, {"zt", 10, 0}, {"plain", 9, 0}} {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxBytes, req.SessionEpoch = -1, 1<<20, -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = tc.topic
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 1<<20, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := wireRoundTrip[*kmsg.FetchResponse](w, req, tc.version)
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != tc.want {
+			t.Fatalf("Fetch v%d of %s: error %d, want %d", tc.version, tc.topic, p.ErrorCode, tc.want)
+		}
+		if tc.want == 0 && len(p.RecordBatches) == 0 {
+			t.Fatalf("Fetch v%d of %s: no records", tc.version, tc.topic)
+		}
+	}
+}
