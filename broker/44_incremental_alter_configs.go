@@ -131,6 +131,9 @@ func (b *Broker) alterTopicConfigsLocked(name string, changes []configChange, re
 	}
 	effective := func(k string) string { v, _, _ := b.cfg.TopicConfigValue(t.Configs, k); return v }
 	next, err := applyConfigChanges(t.Configs, changes, replace, lookup, effective, kerr.InvalidConfig)
+	if err == nil {
+		err = b.cfg.checkTopicCombination(next)
+	}
 	if err == nil && isInternalTopic(name) {
 		err = b.checkInternalTopicConfigs(name, next)
 	}

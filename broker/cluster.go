@@ -186,6 +186,9 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment
 			return Topic{}, fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
 		}
 	}
+	if err := b.cfg.checkTopicCombination(configs); err != nil {
+		return Topic{}, err
+	}
 	// Refused here, before the controller is asked, when this broker's share of the replicas
 	// would not fit its descriptor and mapping budget (each replica checks again as it creates
 	// its log).

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/weir-mq/weir/engine"
 )
 
@@ -384,4 +386,15 @@ func (c *Config) LogConfig(overrides map[string]string) engine.Config {
 		MessageTimestampBeforeMaxMs: keyMessageTimestampBeforeMaxMs.Topic(c, overrides),
 		MessageTimestampAfterMaxMs:  keyMessageTimestampAfterMaxMs.Topic(c, overrides),
 	}
+}
+
+// checkTopicCombination checks what no single key's range can: the effective (override, else
+// broker key) min.compaction.lag.ms may not exceed max.compaction.lag.ms, as Kafka's
+// LogConfig.validateValues refuses (INVALID_CONFIG).
+func (c *Config) checkTopicCombination(overrides map[string]string) error {
+	minLag, maxLag := keyMinCompactionLagMs.Topic(c, overrides), keyMaxCompactionLagMs.Topic(c, overrides)
+	if minLag > maxLag {
+		return fmt.Errorf("conflict topic configs: min.compaction.lag.ms %d is greater than max.compaction.lag.ms %d: %w", minLag, maxLag, kerr.InvalidConfig)
+	}
+	return nil
 }

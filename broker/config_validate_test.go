@@ -320,3 +320,27 @@ func TestDescribeConfigsKafkaConfigsTool(t *testing.T) {
 		t.Errorf("kafka-configs --entity-type brokers: no %q in\n%s", want, out)
 	}
 }
+
+// TestConfigCompactionLagsConflict: a topic whose effective min.compaction.lag.ms exceeds its
+// max.compaction.lag.ms is refused at creation and at alteration (INVALID_CONFIG), as Kafka's
+// LogConfig.validateValues does.
+func TestConfigCompactionLagsConflict(t *testing.T) {
+	b := startBroker(t, map[string]string{"log.cleaner.max.compaction.lag.ms": "60000"})
+	codes := wireCreateTopics(t, b, 7,
+		wireTopic("bad", 1, "cleanup.policy", "compact", "min.compaction.lag.ms", "120000"),
+		wireTopic("good", 1, "cleanup.policy", "compact", "min.compaction.lag.ms", "1000"))
+	if codes["bad"] != kerr.InvalidConfig.Code || codes["good"] != 0 {
+		t.Fatalf("create: %v, want bad INVALID_CONFIG and good created", codes)
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "good"
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = "max.compaction.lag.ms", kmsg.StringPtr("500")
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	resp := wireRoundTrip[*kmsg.IncrementalAlterConfigsResponse](dialWire(t, b.Addr()), req, 1)
+	if got := resp.Resources[0].ErrorCode; got != kerr.InvalidConfig.Code {
+		t.Fatalf("alter max.compaction.lag.ms below min: error %d, want INVALID_CONFIG", got)
+	}
+}
