@@ -23,8 +23,8 @@ var layers = map[string]int{
 	"index":   1,
 	"segment": 2,
 	"engine":  3,
-	// 3: the network transport and the group coordinator, beside the engine.
-	"netio": 3, "coordinator": 3,
+	// 3: the network transport and the group and transaction coordinators, beside the engine.
+	"netio": 3, "coordinator": 3, "txncoord": 3,
 	// 4: clustering, two peers that do not import each other: the control plane and the data
 	// plane.
 	"controller": 4, "replication": 4,
