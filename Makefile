@@ -50,6 +50,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzScram$$' -fuzztime $(FUZZTIME) ./broker/
 	$(GO) test -run '^$$' -fuzz '^FuzzScanProduce$$' -fuzztime $(FUZZTIME) ./broker/
 	$(GO) test -run '^$$' -fuzz FuzzOffsetsRecord -fuzztime $(FUZZTIME) ./coordinator/
+	$(GO) test -run '^$$' -fuzz FuzzTxnLogRecord -fuzztime $(FUZZTIME) ./txncoord/
 	$(GO) test -run '^$$' -fuzz '^FuzzFetchSessionCache$$' -fuzztime $(FUZZTIME) ./broker/
 
 lint:
