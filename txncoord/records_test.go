@@ -91,7 +91,7 @@ func TestTransactionLogValueRejectsBadInput(t *testing.T) {
 		}
 	}
 	bad := [][]byte{
-		unhex(t, "0002"),                  // unknown version
+		unhex(t, "0002"), // unknown version
 		unhex(t, "0000 0000000000000001 0000 00000000 09 ffffffff 0000000000000000 0000000000000000"), // state 9
 		unhex(t, "0000 0000000000000001 0000 00000000 01 7fffffff"),                                   // huge count
 		unhex(t, "0000 0000000000000001 0000 00000000 01 00000001 ffff"),                              // null topic
