@@ -735,3 +735,29 @@ func TestDescribeAndList(t *testing.T) {
 		t.Fatalf("duration filter: %+v %+v", long, short)
 	}
 }
+
+// A client's EndTxn while a fence is prepared (by InitProducerId or the timeout scan) answers
+// CONCURRENT_TRANSACTIONS: only the fencing abort may take the fence over.
+func TestClientEndTxnDuringFence(t *testing.T) {
+	for _, tv := range []int16{0, 2} {
+		e := newEnv(t, nil)
+		r := e.init("a")
+		e.add("a", r, tv, tps("t", 0)...)
+		_, m, _ := e.c.lookup("a")
+		m.mu.Lock()
+		tr, err := m.prepareFenceProducerEpoch()
+		m.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, commit := range []bool{true, false} {
+			if got := e.c.EndTxn("a", r.ProducerID, r.Epoch, commit, tv); got.Err != kerr.ConcurrentTransactions {
+				t.Fatalf("tv%d commit=%v during a fence: %+v", tv, commit, got)
+			}
+		}
+		if got := e.c.endTxn("a", tr.producerID, tr.producerEpoch, false, false, tv); got.Err != nil {
+			t.Fatalf("tv%d fencing abort: %+v", tv, got)
+		}
+		e.waitState(e.c, "a", CompleteAbort)
+	}
+}

@@ -58,12 +58,7 @@ func (c *Coordinator) AbortTimedOut() {
 			default:
 				c.log.Warn("abort of a timed-out transaction failed", "transactional_id", m.id, "err", r.Err)
 			}
-			// A fence whose abort was not prepared must not stay pending.
-			m.mu.Lock()
-			if m.hasPending && m.pending == PrepareEpochFence {
-				m.hasPending = false
-			}
-			m.mu.Unlock()
+			c.dropFence(m)
 		}
 	}
 }

@@ -71,6 +71,7 @@ func (c *Coordinator) InitProducerID(txnID string, timeoutMs int32, expected *Pr
 		// Abort the open transaction with the fenced epoch; the client retries and then gets
 		// an epoch bumped once more.
 		r := c.endTxn(txnID, t.producerID, t.producerEpoch, false, false, c.tv)
+		c.dropFence(m)
 		if r.Err != nil {
 			return initErr(r.Err)
 		}
@@ -283,7 +284,10 @@ func (c *Coordinator) endTxn(txnID string, pid int64, epoch int16, commit, fromC
 	var t transit
 	var errv *kerr.Error
 	var done bool // answered without a write (a retry of an end that completed)
-	isEpochFence := m.hasPending && m.pending == PrepareEpochFence
+	// A fence prepared by InitProducerId or the timeout scan is taken over by that caller's
+	// abort only (Kafka lets a client's EndTxn take it over too, which can end a transaction
+	// without the fence's bump: weir answers the client CONCURRENT_TRANSACTIONS instead).
+	isEpochFence := !fromClient && m.hasPending && m.pending == PrepareEpochFence
 	if supportsEpochBump(tv) {
 		t, errv, done = c.prepareEndV2(m, pid, epoch, commit, fromClient, tv, isEpochFence)
 	} else {
@@ -320,6 +324,16 @@ func (c *Coordinator) endTxn(txnID string, pid int64, epoch int16, commit, fromC
 	return res
 }
 
+// dropFence clears a prepared epoch fence whose abort was not prepared (its EndTxn failed
+// before writing), so the id does not stay pending forever.
+func (c *Coordinator) dropFence(m *txnMeta) {
+	m.mu.Lock()
+	if m.hasPending && m.pending == PrepareEpochFence {
+		m.hasPending = false
+	}
+	m.mu.Unlock()
+}
+
 func invalidState(c *Coordinator, m *txnMeta, commit bool) *kerr.Error {
 	c.log.Warn("EndTxn in a state that does not allow it", "transactional_id", m.id, "state", m.state, "commit", commit)
 	return kerr.InvalidTxnState
@@ -332,7 +346,7 @@ func (c *Coordinator) prepareEndV1(m *txnMeta, pid int64, epoch int16, commit, f
 		return transit{}, kerr.InvalidProducerIDMapping, false
 	case (fromClient && epoch != m.producerEpoch) || epoch < m.producerEpoch:
 		return transit{}, kerr.ProducerFenced, false
-	case m.hasPending && m.pending != PrepareEpochFence:
+	case m.hasPending && !isEpochFence:
 		return transit{}, kerr.ConcurrentTransactions, false
 	}
 	switch m.state {
@@ -420,7 +434,7 @@ func (c *Coordinator) prepareEndV2(m *txnMeta, pid int64, epoch int16, commit, f
 		return transit{}, kerr.InvalidProducerIDMapping, false
 	case !validEpoch:
 		return transit{}, kerr.ProducerFenced, false
-	case m.hasPending && m.pending != PrepareEpochFence:
+	case m.hasPending && !isEpochFence:
 		return transit{}, kerr.ConcurrentTransactions, false
 	}
 	switch m.state {
