@@ -132,9 +132,10 @@ func (c *Coordinator) load(op *ownedPart) {
 			completing = append(completing, m)
 		}
 	}
+	n := len(op.txns)
 	c.mu.Unlock()
 	c.log.Info("transaction coordinator elected for __transaction_state partition", "partition", op.p,
-		"coordinator_epoch", op.epoch, "transactional_ids", len(op.txns), "completing", len(completing), "took", time.Since(start))
+		"coordinator_epoch", op.epoch, "transactional_ids", n, "completing", len(completing), "took", time.Since(start))
 	for _, m := range completing {
 		c.startMarkers(op, m)
 	}
