@@ -200,3 +200,62 @@ func TestKafkaDecodesTransactionLog(t *testing.T) {
 		}
 	}
 }
+
+// kafkaGen prints the bytes Kafka's own generated classes write for the records of
+// TestKafkaWritesSameBytes, one hex line each.
+const kafkaGen = `import org.apache.kafka.common.protocol.MessageUtil;
+import org.apache.kafka.coordinator.transaction.generated.TransactionLogKey;
+import org.apache.kafka.coordinator.transaction.generated.TransactionLogValue;
+import java.util.List;
+public class Gen {
+  static String hex(byte[] b) { StringBuilder s = new StringBuilder(); for (byte x : b) s.append(String.format("%02x", x)); return s.toString(); }
+  public static void main(String[] a) {
+    System.out.println(hex(MessageUtil.toCoordinatorTypePrefixedBytes(new TransactionLogKey().setTransactionalId("txn-\u00e9"))));
+    for (short v = 0; v <= 1; v++) {
+      TransactionLogValue val = new TransactionLogValue().setProducerId(1000).setProducerEpoch((short)5).setTransactionTimeoutMs(60000)
+        .setTransactionStatus((byte)2).setTransactionLastUpdateTimestampMs(1700000002000L).setTransactionStartTimestampMs(1700000001500L)
+        .setTransactionPartitions(List.of(new TransactionLogValue.PartitionsSchema().setTopic("b").setPartitionIds(List.of(0)),
+                                          new TransactionLogValue.PartitionsSchema().setTopic("topic-a").setPartitionIds(List.of(1, 3))));
+      if (v >= 1) val.setPreviousProducerId(999).setClientTransactionVersion((short)2);
+      System.out.println(hex(MessageUtil.toVersionPrefixedBytes(v, val)));
+      TransactionLogValue empty = new TransactionLogValue().setProducerId(7).setProducerEpoch((short)0).setTransactionTimeoutMs(0)
+        .setTransactionStatus((byte)0).setTransactionStartTimestampMs(-1).setTransactionPartitions(null);
+      System.out.println(hex(MessageUtil.toVersionPrefixedBytes(v, empty)));
+    }
+  }
+}
+`
+
+// TestKafkaWritesSameBytes compares weir's encoder with the bytes Kafka's generated classes
+// (kafka-transaction-coordinator) write for the same records. It needs WEIR_KAFKA_LIBS.
+func TestKafkaWritesSameBytes(t *testing.T) {
+	libs := os.Getenv("WEIR_KAFKA_LIBS")
+	if libs == "" {
+		t.Skip("WEIR_KAFKA_LIBS not set: Kafka's classes are not available")
+	}
+	src := filepath.Join(t.TempDir(), "Gen.java")
+	if err := os.WriteFile(src, []byte(kafkaGen), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("java", "-cp", libs+"/*", src).Output()
+	if err != nil {
+		t.Fatalf("java: %v", err)
+	}
+	lines := strings.Fields(string(out))
+	v := &logValue{
+		ProducerID: 1000, PreviousProducerID: -1, NextProducerID: -1, ProducerEpoch: 5, NextProducerEpoch: -1,
+		TimeoutMs: 60000, State: PrepareCommit, Partitions: []TopicPartition{{"topic-a", 3}, {"b", 0}, {"topic-a", 1}},
+		LastUpdateMs: 1_700_000_002_000, StartMs: 1_700_000_001_500,
+	}
+	v1 := *v
+	v1.PreviousProducerID, v1.ClientTxnVersion = 999, 2
+	empty := &logValue{ProducerID: 7, PreviousProducerID: -1, NextProducerID: -1, NextProducerEpoch: -1, State: Empty, StartMs: -1}
+	want := []string{
+		hex.EncodeToString(encodeKey("txn-é")),
+		hex.EncodeToString(encodeValue(v, 0)), hex.EncodeToString(encodeValue(empty, 0)),
+		hex.EncodeToString(encodeValue(&v1, 1)), hex.EncodeToString(encodeValue(empty, 1)),
+	}
+	if !reflect.DeepEqual(lines, want) {
+		t.Fatalf("Kafka writes\n%s\nweir writes\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}
