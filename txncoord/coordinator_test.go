@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"regexp"
 	"testing"
 	"time"
 
@@ -728,6 +729,10 @@ func TestDescribeAndList(t *testing.T) {
 	if len(byPID) != 1 || byPID[0].TransactionalID != "b" {
 		t.Fatalf("producer filter: %+v", byPID)
 	}
+	byID, _, _ := e.c.List(ListFilter{IDPattern: regexp.MustCompile("^b$"), MinDurationMs: -1})
+	if len(byID) != 1 || byID[0].TransactionalID != "b" {
+		t.Fatalf("id pattern filter: %+v", byID)
+	}
 	e.clock.Advance(10 * time.Second)
 	long, _, _ := e.c.List(ListFilter{States: []string{"Ongoing"}, MinDurationMs: 5000})
 	short, _, _ := e.c.List(ListFilter{States: []string{"Ongoing"}, MinDurationMs: 50000})
@@ -759,5 +764,24 @@ func TestClientEndTxnDuringFence(t *testing.T) {
 			t.Fatalf("tv%d fencing abort: %+v", tv, got)
 		}
 		e.waitState(e.c, "a", CompleteAbort)
+	}
+}
+
+func TestResponseErrorForOldVersions(t *testing.T) {
+	for _, c := range []struct {
+		api, version int16
+		want         *kerr.Error
+	}{
+		{22, 3, kerr.InvalidProducerEpoch}, {22, 4, kerr.ProducerFenced},
+		{24, 1, kerr.InvalidProducerEpoch}, {24, 2, kerr.ProducerFenced},
+		{25, 1, kerr.InvalidProducerEpoch}, {25, 4, kerr.ProducerFenced},
+		{26, 1, kerr.InvalidProducerEpoch}, {26, 5, kerr.ProducerFenced},
+	} {
+		if got := ResponseError(kerr.ProducerFenced, c.api, c.version); got != c.want {
+			t.Errorf("api %d v%d: %v, want %v", c.api, c.version, got, c.want)
+		}
+	}
+	if got := ResponseError(kerr.ConcurrentTransactions, 22, 0); got != kerr.ConcurrentTransactions {
+		t.Fatalf("other errors pass through: %v", got)
 	}
 }

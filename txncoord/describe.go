@@ -1,6 +1,7 @@
 package txncoord
 
 import (
+	"regexp"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -53,6 +54,10 @@ type ListFilter struct {
 	ProducerIDs []int64
 	// MinDurationMs (v1+, KIP-994): only transactions started at least this long ago; <0: any.
 	MinDurationMs int64
+	// IDPattern (v2+, KIP-1152): only ids the regular expression matches (nil: any). The
+	// broker compiles the request's pattern (RE2 syntax; Kafka uses Java's, which agrees on
+	// the common constructs) and answers INVALID_REQUEST when it does not compile.
+	IDPattern *regexp.Regexp
 }
 
 // Listing is one transaction in ListTransactions.
@@ -102,7 +107,8 @@ func (c *Coordinator) List(f ListFilter) ([]Listing, []string, *kerr.Error) {
 			keep := !m.dead && m.state != Dead &&
 				(len(states) == 0 || states[m.state]) &&
 				(len(pids) == 0 || pids[m.producerID]) &&
-				(f.MinDurationMs < 0 || now-m.startMs >= f.MinDurationMs)
+				(f.MinDurationMs < 0 || now-m.startMs >= f.MinDurationMs) &&
+				(f.IDPattern == nil || f.IDPattern.MatchString(m.id))
 			l := Listing{TransactionalID: m.id, ProducerID: m.producerID, State: m.state}
 			m.mu.Unlock()
 			if keep {
