@@ -143,6 +143,8 @@ type ownedPart struct {
 	// ctx ends when the partition is resigned or the coordinator closes: marker senders stop.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// loaded is closed when the load ends (loaded, failed or superseded).
+	loaded chan struct{}
 }
 
 // New returns a coordinator that leads no partition until Elect.

@@ -52,6 +52,14 @@
 // commits and aborts. Two background loops (Start) abort transactions past their timeout and
 // expire idle ids; tests call AbortTimedOut and ExpireTransactionalIDs with a fake Clock.
 //
+// # Errors
+//
+// Methods answer Kafka's error codes (*kerr.Error) as Kafka's coordinator does; ResponseError
+// turns PRODUCER_FENCED into INVALID_PRODUCER_EPOCH for request versions older than KIP-588,
+// as Kafka's request handlers do. One deliberate difference: a client's EndTxn while an epoch
+// fence is prepared (timeout abort, InitProducerId over an open transaction) answers
+// CONCURRENT_TRANSACTIONS instead of taking the fence over.
+//
 // # Bounds
 //
 // Transactional ids and topic names are at most 32767 bytes (the schema's int16 lengths:

@@ -29,7 +29,7 @@ func (c *Coordinator) Elect(p int32, epoch int32) {
 		old.cancel()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	op := &ownedPart{p: p, epoch: epoch, loading: true, txns: map[string]*txnMeta{}, ctx: ctx, cancel: cancel}
+	op := &ownedPart{p: p, epoch: epoch, loading: true, txns: map[string]*txnMeta{}, ctx: ctx, cancel: cancel, loaded: make(chan struct{})}
 	c.owned[p] = op
 	c.wg.Add(1)
 	c.mu.Unlock()
@@ -56,15 +56,20 @@ func (c *Coordinator) WaitLoaded(ctx context.Context, p int32) error {
 	for {
 		c.mu.Lock()
 		op := c.owned[p]
-		loading := op != nil && op.loading
 		c.mu.Unlock()
-		if !loading {
+		if op == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		case <-op.loaded:
+		}
+		c.mu.Lock()
+		again := c.owned[p] != op && c.owned[p] != nil // re-elected meanwhile: wait for that load
+		c.mu.Unlock()
+		if !again {
+			return nil
 		}
 	}
 }
@@ -72,6 +77,7 @@ func (c *Coordinator) WaitLoaded(ctx context.Context, p int32) error {
 // load replays op's partition: the last record per transactional id wins, a tombstone removes
 // it. Records of other coordinators' types and unreadable batches are skipped with a warning.
 func (c *Coordinator) load(op *ownedPart) {
+	defer close(op.loaded)
 	start := time.Now()
 	txns := map[string]*txnMeta{}
 	skipped := 0
