@@ -32,7 +32,7 @@ import (
 
 const (
 	keyVersion     = 0
-	maxValueVerson = 1
+	maxValueVersion = 1
 	// maxIDLen is the longest transactional id (and topic name) the schema's int16 string
 	// length can hold.
 	maxIDLen = 32767
@@ -191,7 +191,7 @@ func decodeValue(b []byte) (*logValue, error) {
 	if r.err != nil {
 		return nil, fmt.Errorf("transaction log value: %w", r.err)
 	}
-	if version < 0 || version > maxValueVerson {
+	if version < 0 || version > maxValueVersion {
 		return nil, fmt.Errorf("transaction log value version %d is not known", version)
 	}
 	flex := version >= 1
@@ -200,7 +200,11 @@ func decodeValue(b []byte) (*logValue, error) {
 	v.ProducerEpoch = r.i16()
 	v.TimeoutMs = r.i32()
 	v.State = State(r.i8())
-	n, null := r.arrayLen(flex, 2+4)
+	minTopic := 2 + 4 // int16 string length, int32 array length
+	if flex {
+		minTopic = 1 + 1 + 1 // compact string, compact array, tagged fields
+	}
+	n, null := r.arrayLen(flex, minTopic)
 	if !null {
 		v.Partitions = []TopicPartition{}
 		for i := 0; i < n && r.err == nil; i++ {
