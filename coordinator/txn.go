@@ -59,8 +59,8 @@ type txnMarker struct {
 }
 
 // maxDeferredMarkers bounds the markers kept per loading partition; past it the partition is
-// reloaded once loaded (see CompleteTxn).
-const maxDeferredMarkers = 100000
+// read again once loaded (see CompleteTxn and loadPartition). A variable for tests.
+var maxDeferredMarkers = 100000
 
 // endTxn applies producer pid's end marker, at log offset markerOffset, to a group's committed
 // and pending offsets: COMMIT materializes every pending offset written before the marker whose

@@ -196,8 +196,18 @@ func TestTxnOffsetsLoad(t *testing.T) {
 }
 
 // TestTxnOffsetsMarkerDuringLoad: a marker written while the partition loads, after the load
-// read the log, is applied when the load completes.
+// read the log, is applied when the load completes; past the bound of kept markers the
+// partition is read again.
 func TestTxnOffsetsMarkerDuringLoad(t *testing.T) {
+	t.Run("kept", func(t *testing.T) { testMarkerDuringLoad(t) })
+	t.Run("reread", func(t *testing.T) {
+		defer func(n int) { maxDeferredMarkers = n }(maxDeferredMarkers)
+		maxDeferredMarkers = 0
+		testMarkerDuringLoad(t)
+	})
+}
+
+func testMarkerDuringLoad(t *testing.T) {
 	h := newHarness(t, Config{})
 	tp := TopicPartition{"t", 0}
 	wantErr(t, "txn", txnOne(h, "g", 5, tp, 50), nil)
