@@ -312,20 +312,13 @@ func (g *group) txnCommit(req *TxnCommitRequest, errs []*kerr.Error) durableMark
 	}
 	mark, base, err := g.appendTxnRecords(req.ProducerID, req.ProducerEpoch, recs)
 	if err != nil {
-		var e *kerr.Error
-		switch {
-		case errors.Is(err, errNoTxnAppend):
+		// Kafka fails the whole request with the write's error, normalized as its
+		// CoordinatorOperationExceptionHelper does (too large: UNKNOWN_SERVER_ERROR).
+		if errors.Is(err, errNoTxnAppend) {
 			g.c.log.Warn("transactional offset commit refused: the offsets log cannot append transactional batches", "group", g.id)
-			e = kerr.CoordinatorNotAvailable
-		case tooLarge(err):
-			e = kerr.InvalidCommitOffsetSize
-		default:
-			e = txnAppendError(err)
+			return fail(kerr.CoordinatorNotAvailable)
 		}
-		for _, i := range idx {
-			errs[i] = e
-		}
-		return durableMark{}
+		return fail(txnAppendError(err))
 	}
 	if t == nil {
 		t = &txnOffsets{offsets: map[TopicPartition]offsetValue{}}
@@ -342,7 +335,7 @@ func (g *group) txnCommit(req *TxnCommitRequest, errs []*kerr.Error) durableMark
 }
 
 // txnAppendError maps a failed transactional append: the producer-state refusals keep their
-// code (the client's transaction handles them), the rest as for any group write.
+// code (the client's transaction handles them), the rest as for any group write (appendError).
 func txnAppendError(err error) *kerr.Error {
 	for _, e := range []*kerr.Error{kerr.InvalidProducerEpoch, kerr.ProducerFenced, kerr.InvalidTxnState, kerr.TransactionCoordinatorFenced} {
 		if errorIs(err, e) {

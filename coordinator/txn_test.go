@@ -393,3 +393,35 @@ func TestTxnOffsetsDeleteAndExpire(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnOffsetsAppendFailure: a failed write fails every partition of the request with the
+// write's error as Kafka normalizes it, and leaves nothing pending.
+func TestTxnOffsetsAppendFailure(t *testing.T) {
+	h := newHarness(t, Config{})
+	tp := TopicPartition{"t", 0}
+	wantErr(t, "first", txnOne(h, "g", 1, tp, 1), nil)
+	h.marker("g", 1, 0, true)
+	l, _ := h.store.Log(PartitionFor("g", 8))
+	long := string(make([]byte, 4097))
+	req := TxnCommitRequest{Group: "g", ProducerID: 2, Generation: -1,
+		Partitions: []CommitPartition{{TopicPartition: tp, Offset: 2}, {TopicPartition: TopicPartition{"t", 1}, Offset: 2, Metadata: &long}}}
+	for _, c := range []struct {
+		fail error
+		want *kerr.Error
+	}{
+		{kerr.KafkaStorageError, kerr.NotCoordinator},
+		{kerr.InvalidProducerEpoch, kerr.InvalidProducerEpoch},
+		{kerr.ProducerFenced, kerr.ProducerFenced},
+		{kerr.MessageTooLarge, kerr.UnknownServerError},
+	} {
+		l.(*memLog).fail = c.fail
+		errs := txnCommit(h, req)
+		wantErr(t, c.fail.Error(), errs[0], c.want)
+		wantErr(t, c.fail.Error()+", second partition", errs[1], c.want)
+	}
+	l.(*memLog).fail = nil
+	if p := h.c.PendingTxnOffsets("g"); len(p) != 0 {
+		t.Fatalf("pending after failed writes: %v", p)
+	}
+	wantOffset(t, "unchanged", fetchStable(h, "g", tp), 1, nil)
+}
