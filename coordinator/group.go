@@ -129,7 +129,6 @@ func newGroup(c *Coordinator, id string, p int32) *group {
 		pending:     map[string]time.Time{},
 		pendingSync: map[string]struct{}{},
 		offsets:     map[TopicPartition]offsetValue{},
-		txn:         map[int64]*txnOffsets{},
 	}
 }
 

@@ -236,7 +236,7 @@ func (c *Coordinator) installGroupsGen(p int32, l OffsetsLog, ld *loaded, gen ui
 		g := newGroup(c, id, p)
 		g.olog = l
 		g.offsets = lg.offsets
-		if lg.txn != nil {
+		if len(lg.txn) > 0 {
 			g.txn = lg.txn
 		}
 		for pid := range g.txn {

@@ -322,6 +322,9 @@ func (g *group) txnCommit(req *TxnCommitRequest, errs []*kerr.Error) durableMark
 	}
 	if t == nil {
 		t = &txnOffsets{offsets: map[TopicPartition]offsetValue{}}
+		if g.txn == nil {
+			g.txn = map[int64]*txnOffsets{}
+		}
 		g.txn[req.ProducerID] = t
 		g.c.txnIndexAdd(g.partition, req.ProducerID, g.id)
 	}
