@@ -219,12 +219,20 @@ func (c *Coordinator) installGroupsGen(p int32, l OffsetsLog, ld *loaded, gen ui
 	}
 	groups := ld.groups
 	// End markers written while the partition loaded and not read by the load.
-	for _, m := range c.deferred[p] {
-		if m.offset < ld.end {
-			continue
-		}
+	if len(c.deferred[p]) > 0 {
+		byProducer := map[int64][]*loadedGroup{}
 		for _, lg := range groups {
-			endTxn(lg.offsets, lg.txn, m.producerID, m.commit, m.offset)
+			for pid := range lg.txn {
+				byProducer[pid] = append(byProducer[pid], lg)
+			}
+		}
+		for _, m := range c.deferred[p] {
+			if m.offset < ld.end {
+				continue
+			}
+			for _, lg := range byProducer[m.producerID] {
+				endTxn(lg.offsets, lg.txn, m.producerID, m.commit, m.offset)
+			}
 		}
 	}
 	c.deferred[p] = nil
