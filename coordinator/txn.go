@@ -302,6 +302,10 @@ func (g *group) txnCommit(req *TxnCommitRequest, errs []*kerr.Error) durableMark
 			errs[i] = kerr.OffsetMetadataTooLarge
 			continue
 		}
+		if len(p.Topic) > maxStringLen {
+			errs[i] = kerr.UnknownTopicOrPartition // no such topic can exist (the handler filters them)
+			continue
+		}
 		v := offsetValue{Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: md, CommitTimestamp: now, ExpireTimestamp: -1}
 		recs = append(recs, kv{Key: appendOffsetKey(nil, g.id, p.Topic, p.Partition), Value: appendOffsetValue(nil, v)})
 		vals = append(vals, v)
