@@ -151,7 +151,7 @@ func writePendingTxnOffsets(t *testing.T, b *Broker, group, topic string, pid in
 
 // writeTxnMarker appends producer pid's COMMIT (or ABORT) marker to __consumer_offsets
 // partition p (control record key: version 0 + type; value: version 0 + coordinator epoch) and
-// tells the coordinator, as the partition side does after writing a marker.
+// tells the coordinator, as WriteTxnMarkers does after writing a marker.
 func writeTxnMarker(t *testing.T, b *Broker, p int32, pid int64, commit bool) {
 	t.Helper()
 	l, ok := b.logs.Log(engine.TopicPartition{Topic: offsetsTopic, Partition: p})

@@ -16,7 +16,8 @@ import (
 // records go to segment files as on a broker. Transactional offset batches and control
 // markers are appended through the stored-batch path with offsets assigned here (one appender
 // per partition, under mu), since the engine's producer path checks sequences and refuses
-// control batches: the partition side's coordinator-origin append and marker append replace it.
+// control batches (an engine append for the coordinator's own batches and markers can replace
+// it).
 type engineStore struct {
 	t    *testing.T
 	dir  string

@@ -159,10 +159,11 @@ func (c *Coordinator) TxnCommitOffsets(req TxnCommitRequest) func() CommitResult
 
 // CompleteTxn applies producerID's end-transaction marker, written at markerOffset in
 // __consumer_offsets partition p, to every group of p holding offsets of that producer's
-// transaction: commit makes them the committed offsets, abort drops them. The partition side
-// calls it after appending the marker (and, on a follower that becomes leader, load replays the
-// markers from the log instead). A partition this coordinator does not own is ignored: its
-// owner replays the log when it loads.
+// transaction: commit makes them the committed offsets, abort drops them. WriteTxnMarkers on
+// the partition's leader calls it after appending the marker and before answering, so the
+// producer's next transaction cannot commit offsets first (a broker that becomes leader later
+// replays the markers from the log instead). A partition this coordinator does not own is
+// ignored: its owner replays the log when it loads.
 func (c *Coordinator) CompleteTxn(p int32, producerID int64, commit bool, markerOffset int64) {
 	c.mu.Lock()
 	if c.closed || p < 0 || p >= c.parts {

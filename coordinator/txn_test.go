@@ -12,8 +12,7 @@ import (
 
 // controlBatch builds an end-transaction marker as Kafka writes it: a control + transactional
 // batch of the producer with one control record, key version 0 + type (0 ABORT, 1 COMMIT),
-// value version 0 + coordinator epoch. (The partition side's record package gets the real
-// builder; this one is the coordinator tests'.)
+// value version 0 + coordinator epoch (the coordinator tests' own builder).
 func controlBatch(pid int64, epoch int16, commit bool, coordinatorEpoch int32) []byte {
 	typ := controlAbort
 	if commit {
@@ -26,7 +25,7 @@ func controlBatch(pid int64, epoch int16, commit bool, coordinatorEpoch int32) [
 }
 
 // marker appends producer pid's end marker to group's partition and tells the coordinator, as
-// the partition side will after writing a marker.
+// WriteTxnMarkers does after writing a marker.
 func (h *harness) marker(group string, pid int64, epoch int16, commit bool) int64 {
 	h.t.Helper()
 	p := h.c.PartitionFor(group)
