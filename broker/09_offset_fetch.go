@@ -2,7 +2,10 @@ package broker
 
 // OffsetFetch (key 9), v1-v9 (Kafka 4 removed v0; v10 names topics by id and is not served).
 // v2+ fetches every committed partition when topics is null and has a top-level error; v7+
-// carries require_stable (weir has no pending transactional offsets: always stable); v8+ batches
+// carries require_stable: a partition with transactional offsets not yet committed or aborted
+// (TxnOffsetCommit, pending until the transaction's marker) answers UNSTABLE_OFFSET_COMMIT with
+// offset -1, as Kafka does, and the client retries; without it the last committed offset is
+// returned. v8+ batches
 // groups; v9+ carries a member id and epoch, which classic groups ignore. A group or partition
 // with nothing committed answers offset -1, leader epoch -1, metadata "" and no error. The reply
 // waits until the offsets it returns are durable.
@@ -49,13 +52,14 @@ func handleOffsetFetch(b *Broker, r *netio.Request) netio.Reply {
 		}
 		groups = append(groups, fg)
 	}
+	requireStable := r.Version >= 7 && req.RequireStable
 	waits := make([]func() coordinator.FetchResult, len(groups))
 	for i, g := range groups {
 		if e := b.authorize(r, acl.OpDescribe, acl.ResourceGroup, g.group); e != nil { // ACL: DESCRIBE on the group
 			waits[i] = func() coordinator.FetchResult { return coordinator.FetchResult{Err: e} }
 			continue
 		}
-		waits[i] = b.groups.coord.Fetch(g.group, g.topics)
+		waits[i] = b.groups.coord.FetchStable(g.group, g.topics, requireStable)
 	}
 	denied := b.topicDenied(r, acl.OpDescribe) // ACL: DESCRIBE on each topic
 	version := r.Version
@@ -117,6 +121,9 @@ func offsetFetchResponseGroup(g offsetFetchGroup, res coordinator.FetchResult) k
 		p := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 		md := o.Metadata
 		p.Partition, p.Offset, p.LeaderEpoch, p.Metadata = o.Partition, o.Offset, o.LeaderEpoch, &md
+		if o.Err != nil {
+			p.ErrorCode = o.Err.Code // UNSTABLE_OFFSET_COMMIT
+		}
 		rg.Topics[i].Partitions = append(rg.Topics[i].Partitions, p)
 	}
 	return rg

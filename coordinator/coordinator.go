@@ -77,8 +77,16 @@ type Coordinator struct {
 	pstate []int8            // per-partition load state, guarded by mu
 	pgen   []uint64          // per-partition ownership generation (Elect/Resign), guarded by mu
 	closed bool              // guarded by mu
-	loaded chan struct{}     // closed once every partition is loaded (or failed)
-	stats  coordStats        // rebalance counters (metrics.go)
+	// txnOpen is, per partition, which groups hold pending transactional offsets of each
+	// producer id (txn.go); guarded by mu.
+	txnOpen []map[int64]map[string]struct{}
+	// deferred holds, per partition, the end markers CompleteTxn received while the partition
+	// was loading (applied at install when the load did not read them); reloadAfter is set when
+	// they overflowed maxDeferredMarkers: the partition is read again. Guarded by mu.
+	deferred    [][]txnMarker
+	reloadAfter []bool
+	loaded      chan struct{} // closed once every partition is loaded (or failed)
+	stats       coordStats    // rebalance counters (metrics.go)
 
 	quit chan struct{}
 	wg   sync.WaitGroup
@@ -123,11 +131,14 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	return &Coordinator{
 		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, parts: parts,
-		groups: map[string]*group{},
-		pstate: make([]int8, parts),
-		pgen:   make([]uint64, parts),
-		loaded: make(chan struct{}),
-		quit:   make(chan struct{}),
+		groups:      map[string]*group{},
+		pstate:      make([]int8, parts),
+		pgen:        make([]uint64, parts),
+		txnOpen:     make([]map[int64]map[string]struct{}, parts),
+		deferred:    make([][]txnMarker, parts),
+		reloadAfter: make([]bool, parts),
+		loaded:      make(chan struct{}),
+		quit:        make(chan struct{}),
 	}, nil
 }
 
@@ -487,6 +498,13 @@ func (c *Coordinator) Commit(req CommitRequest) func() CommitResult {
 // the answer lists the requested partitions in request order (-1 for those with no offset).
 // The returned function waits until the offsets it read are durable.
 func (c *Coordinator) Fetch(groupID string, topics []FetchTopic) func() FetchResult {
+	return c.FetchStable(groupID, topics, false)
+}
+
+// FetchStable is Fetch with OffsetFetch v7+'s require_stable: a partition with pending
+// transactional offsets answers UNSTABLE_OFFSET_COMMIT (offset -1) instead of its committed
+// offset, as Kafka does; the client retries until the transaction completes.
+func (c *Coordinator) FetchStable(groupID string, topics []FetchTopic, requireStable bool) func() FetchResult {
 	if err := validGroupID(groupID, true); err != nil {
 		return func() FetchResult { return FetchResult{Err: err} }
 	}
@@ -497,7 +515,7 @@ func (c *Coordinator) Fetch(groupID string, topics []FetchTopic) func() FetchRes
 			res.Offsets = unknownOffsets(topics)
 			return
 		}
-		res.Offsets, mark = g.fetch(topics)
+		res.Offsets, mark = g.fetch(topics, requireStable)
 	})
 	if err != nil {
 		return func() FetchResult { return FetchResult{Err: err} }
@@ -705,7 +723,7 @@ func (c *Coordinator) Elect(p int32) {
 	go func() {
 		defer c.wg.Done()
 		start := time.Now()
-		groups, err := c.loadPartition(l)
+		ld, err := c.loadPartition(p, l)
 		c.mu.Lock()
 		current := c.pgen[p] == gen && !c.closed
 		c.mu.Unlock()
@@ -717,8 +735,8 @@ func (c *Coordinator) Elect(p int32) {
 			c.setPartState(p, partFailed)
 			return
 		}
-		c.installGroupsGen(p, l, groups, gen)
-		c.log.Info("coordinator elected for __consumer_offsets partition", "partition", p, "groups", len(groups), "took", time.Since(start))
+		c.installGroupsGen(p, l, ld, gen)
+		c.log.Info("coordinator elected for __consumer_offsets partition", "partition", p, "groups", len(ld.groups), "took", time.Since(start))
 	}()
 }
 
@@ -732,6 +750,9 @@ func (c *Coordinator) Resign(p int32) {
 	}
 	c.pstate[p] = partNotOwned
 	c.pgen[p]++
+	c.txnOpen[p] = nil
+	c.deferred[p] = nil
+	c.reloadAfter[p] = false
 	n := 0
 	for id, g := range c.groups {
 		if g.partition == p {

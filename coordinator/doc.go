@@ -57,16 +57,35 @@
 // with GroupMetadataValue v3 (protocol type, generation, protocol, leader, state time, members
 // with instance id, client id and host, timeouts, subscription and assignment). Values v0-v4
 // (including the flexible v4 newer Kafka writes) are read. A null value is a tombstone. Record
-// types weir does not own (KIP-848, share groups) and compressed batches are skipped at load.
+// types weir does not own (KIP-848, share groups) are skipped at load; compressed batches (a
+// log Kafka wrote) are read within record.DecompressLimit. Control batches are transaction
+// markers (key: version, type 0 ABORT / 1 COMMIT).
 // Each commit is one uncompressed batch (atomic); its reply waits for the fdatasync. A group
 // record is written when a generation's assignment arrives, when a static member is replaced,
 // and when the group becomes empty; tombstones when a group is deleted or offsets expire or are
 // deleted.
 //
+// # Transactional offsets (txn.go)
+//
+// TxnCommitOffsets (TxnOffsetCommit, KIP-447 fencing as Kafka's ClassicGroup.validateOffsetCommit
+// with isTransactional) appends one transactional batch (the producer's id and epoch, base
+// sequence 0) through the log's TxnAppender and keeps the offsets pending per producer id in the
+// group (group.txn); the Coordinator's txnOpen index, guarded by its mutex, names the groups of
+// each partition holding a producer's pending offsets. CompleteTxn, called once the producer's
+// end marker is in the partition's log, makes them committed (COMMIT: where their record is
+// later in the log than the committed one's, as Kafka compares record offsets) or drops them
+// (ABORT). OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a partition with a
+// pending offset. An offset tombstone drops the partition's pending offsets; pending offsets
+// stop their partition's committed offset from expiring and their group from being removed.
+// Markers CompleteTxn receives while the partition loads are kept (bounded; past the bound the
+// partition is read again) and applied at install when the load had not read them.
+//
 // # Loading
 //
 // Start reads every existing partition (LoadThreads at a time) from its log start: the last
-// value per key wins, tombstones delete. A loaded group with members is Stable in its stored
+// value per key wins, tombstones delete; a transactional batch's offsets are pending under its
+// producer id until that producer's COMMIT or ABORT control batch, and stay pending when the log
+// ends first. A loaded group with members is Stable in its stored
 // generation; each member must heartbeat within its session timeout (as after a coordinator
 // failover). A partition that cannot be read leaves its groups COORDINATOR_NOT_AVAILABLE.
 //

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+
+	"github.com/weir-mq/weir/record"
 )
 
 var updateFuzzOffsetsSeeds = flag.Bool("update-fuzz-offsets-seeds", false, "rewrite coordinator/testdata/fuzz/FuzzOffsetsRecord")
@@ -18,7 +20,8 @@ var updateFuzzOffsetsSeeds = flag.Bool("update-fuzz-offsets-seeds", false, "rewr
 // batch to eachRecord. What decodes must survive a round trip through the encoders: the key
 // exactly; an offset value as the version appendOffsetValue picks (an expire timestamp forces
 // v1, which has no leader epoch); a group value as v3. A batch built from the key and value
-// yields them back (tombstone: the value is null).
+// yields them back (tombstone: the value is null); as a control batch, its marker type is the
+// key's second int16.
 //
 // Seeds: testdata/fuzz/FuzzOffsetsRecord (real keys and values of every version, written by
 // TestFuzzOffsetsRecordSeeds -update-fuzz-offsets-seeds).
@@ -53,8 +56,17 @@ func FuzzOffsetsRecord(f *testing.F) {
 			}
 		}
 		_ = eachRecord(key, func(k, v []byte) error { return nil })
+		_ = readBatch(key, func(*record.Header, int16) error { return nil }, func(*record.Header, int64, []byte, []byte) error { return nil })
+		// The key and value as a control record: its type is the key's second int16.
+		ctl := record.Build(nil, record.BuildOptions{BaseTimestamp: 1, ProducerID: 1, BaseSequence: -1, Attributes: attrControl | attrTransactional},
+			[]record.Record{{Key: key, Value: value}})
+		marker := int16(-1)
+		err := readBatch(ctl, func(_ *record.Header, typ int16) error { marker = typ; return nil }, nil)
+		if len(key) >= 4 && (err != nil || marker != int16(key[2])<<8|int16(key[3])) {
+			t.Fatalf("control record key %x: type %d, %v", key, marker, err)
+		}
 		n := 0
-		err := eachRecord(buildBatch(1, []kv{{Key: key, Value: value}}), func(k, v []byte) error {
+		err = eachRecord(buildBatch(1, []kv{{Key: key, Value: value}}), func(k, v []byte) error {
 			n++
 			if string(k) != string(key) || string(v) != string(value) || (v == nil) != (value == nil) {
 				return fmt.Errorf("record %q=%q, want %q=%q", k, v, key, value)

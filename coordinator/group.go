@@ -48,6 +48,10 @@ type group struct {
 	syncGeneration int32
 
 	offsets map[TopicPartition]offsetValue
+	// txn holds, per producer id, the offsets committed inside its ongoing transaction
+	// (TxnOffsetCommit): not visible to OffsetFetch until the producer's COMMIT marker
+	// (completeTxn). Every producer id here is in the coordinator's txnOpen index.
+	txn map[int64]*txnOffsets
 	// olog is the group's __consumer_offsets partition (nil until first written);
 	// lastAppend is the offset after the group's last record there.
 	olog       OffsetsLog

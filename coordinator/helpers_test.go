@@ -81,6 +81,9 @@ type memStore struct {
 	logs  map[int32]*memLog
 	// gate, when set, blocks ReadBatches until closed (loading in progress).
 	gate chan struct{}
+	// afterRead, when set, runs after ReadBatches took its copy of the log (before replaying
+	// it): what is appended then is not seen by the load.
+	afterRead func()
 }
 
 type memLog struct {
@@ -132,6 +135,9 @@ func (l *memLog) Append(batch []byte) (int64, error) {
 	return l.next, nil
 }
 
+// AppendTxn appends a transactional batch (the in-memory log checks nothing more than Append).
+func (l *memLog) AppendTxn(batch []byte) (int64, error) { return l.Append(batch) }
+
 func (l *memLog) AwaitDurable(upTo int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -148,6 +154,9 @@ func (l *memLog) ReadBatches(fn func([]byte) error) error {
 	l.mu.Lock()
 	bs := append([][]byte{}, l.batches...)
 	l.mu.Unlock()
+	if f := l.s.afterRead; f != nil {
+		f()
+	}
 	for _, b := range bs {
 		if err := fn(b); err != nil {
 			return err

@@ -88,25 +88,27 @@ func (g *group) storeGroup() (durableMark, *kerr.Error) {
 	return mark, nil
 }
 
-// validateCommit is Kafka's ClassicGroup.validateOffsetCommit.
-func (g *group) validateCommit(req *CommitRequest) *kerr.Error {
+// validateCommit is Kafka's ClassicGroup.validateOffsetCommit; transactional is set for a
+// TxnOffsetCommit, which is accepted without member id and generation in any state (TxnOffsetCommit
+// v0-v2 carry neither) and is not refused while the group completes a rebalance.
+func (g *group) validateCommit(generation int32, memberID string, instanceID *string, transactional bool) *kerr.Error {
 	if g.state == Dead {
 		return kerr.CoordinatorNotAvailable
 	}
-	if req.Generation < 0 && g.state == Empty {
+	if generation < 0 && g.state == Empty {
 		return nil // admin tools and standalone consumers: only while the group is empty
 	}
-	if req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil {
-		if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
+	if generation >= 0 || memberID != "" || instanceID != nil {
+		if err := g.validateMember(memberID, instanceID); err != nil {
 			return err
 		}
-		if req.Generation != g.generation {
+		if generation != g.generation {
 			return kerr.IllegalGeneration
 		}
-	} else if g.state != Empty {
+	} else if !transactional && g.state != Empty {
 		return kerr.UnknownMemberID
 	}
-	if g.state == CompletingRebalance {
+	if !transactional && g.state == CompletingRebalance {
 		return kerr.RebalanceInProgress
 	}
 	return nil
@@ -114,7 +116,7 @@ func (g *group) validateCommit(req *CommitRequest) *kerr.Error {
 
 // commit appends one batch with every valid partition's offset; errs gets per-partition errors.
 func (g *group) commit(req *CommitRequest, errs []*kerr.Error) durableMark {
-	if err := g.validateCommit(req); err != nil {
+	if err := g.validateCommit(req.Generation, req.MemberID, req.InstanceID, false); err != nil {
 		for i := range errs {
 			errs[i] = err
 		}
@@ -156,18 +158,29 @@ func (g *group) commit(req *CommitRequest, errs []*kerr.Error) durableMark {
 		}
 		return durableMark{}
 	}
+	base := mark.upTo - int64(len(recs))
 	for k, i := range idx {
-		g.offsets[req.Partitions[i].TopicPartition] = vals[k]
+		v := vals[k]
+		v.recordOffset = base + int64(k)
+		g.offsets[req.Partitions[i].TopicPartition] = v
 	}
 	return mark
 }
 
-// fetch returns the requested offsets (nil topics: all of them, sorted).
-func (g *group) fetch(topics []FetchTopic) ([]FetchedOffset, durableMark) {
+// fetch returns the requested offsets (nil topics: all the committed ones, sorted). With
+// requireStable a partition with pending transactional offsets answers UNSTABLE_OFFSET_COMMIT.
+func (g *group) fetch(topics []FetchTopic, requireStable bool) ([]FetchedOffset, durableMark) {
 	var out []FetchedOffset
+	unstable := func(f *FetchedOffset) {
+		if requireStable && len(g.txn) > 0 && g.hasPending(f.TopicPartition) {
+			f.Offset, f.LeaderEpoch, f.Metadata, f.Err = -1, -1, "", kerr.UnstableOffsetCommit
+		}
+	}
 	if topics == nil {
 		for tp, v := range g.offsets {
-			out = append(out, FetchedOffset{TopicPartition: tp, Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata})
+			f := FetchedOffset{TopicPartition: tp, Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata}
+			unstable(&f)
+			out = append(out, f)
 		}
 		sort.Slice(out, func(i, j int) bool {
 			if out[i].Topic != out[j].Topic {
@@ -184,6 +197,7 @@ func (g *group) fetch(topics []FetchTopic) ([]FetchedOffset, durableMark) {
 			if v, ok := g.offsets[tp]; ok {
 				f.Offset, f.LeaderEpoch, f.Metadata = v.Offset, v.LeaderEpoch, v.Metadata
 			}
+			unstable(&f)
 			out = append(out, f)
 		}
 	}
@@ -225,11 +239,15 @@ func (g *group) delete() (*kerr.Error, durableMark) {
 	case Stable, PreparingRebalance, CompletingRebalance:
 		return kerr.NonEmptyGroup, durableMark{}
 	}
-	mark, err := g.appendRecords(g.tombstones(g.sortedOffsetKeys(), true))
+	// Kafka's deleteAllOffsets: a tombstone per committed offset, and one per partition that
+	// only a pending transaction holds (its replay drops the pending offsets).
+	tps := append(g.sortedOffsetKeys(), g.pendingOnly()...)
+	mark, err := g.appendRecords(g.tombstones(tps, true))
 	if err != nil {
 		return appendError(err), durableMark{}
 	}
 	clear(g.offsets)
+	g.clearTxn()
 	clear(g.pending)
 	g.transition(Dead)
 	g.c.log.Info("group deleted", "group", g.id)
@@ -254,8 +272,8 @@ func (g *group) deleteOffsets(parts []TopicPartition) (*kerr.Error, []*kerr.Erro
 			errs[i] = kerr.GroupSubscribedToTopic
 			continue
 		}
-		if _, ok := g.offsets[tp]; ok {
-			doomed = append(doomed, tp)
+		if _, ok := g.offsets[tp]; ok || g.hasPending(tp) {
+			doomed = append(doomed, tp) // Kafka: a tombstone for a committed or a pending offset
 		}
 	}
 	if len(doomed) == 0 {
@@ -267,6 +285,7 @@ func (g *group) deleteOffsets(parts []TopicPartition) (*kerr.Error, []*kerr.Erro
 	}
 	for _, tp := range doomed {
 		delete(g.offsets, tp)
+		g.dropPending(tp)
 	}
 	return nil, errs, mark
 }
@@ -301,13 +320,16 @@ func (g *group) expire(now time.Time) {
 			if eligible != nil && !eligible(tp) {
 				continue
 			}
+			if g.hasPending(tp) {
+				continue // Kafka keeps it while a transaction has a pending offset for tp
+			}
 			if (v.ExpireTimestamp >= 0 && nowMs >= v.ExpireTimestamp) ||
 				(v.ExpireTimestamp < 0 && nowMs-base(v) >= retention) {
 				doomed = append(doomed, tp)
 			}
 		}
 	}
-	deleteGroup := g.state == Empty && len(g.offsets) == len(doomed) && len(g.pending) == 0
+	deleteGroup := g.state == Empty && len(g.offsets) == len(doomed) && len(g.pending) == 0 && len(g.txn) == 0
 	if len(doomed) == 0 && !deleteGroup {
 		return
 	}

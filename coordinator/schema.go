@@ -36,6 +36,11 @@ type offsetValue struct {
 	Metadata        string
 	CommitTimestamp int64 // ms
 	ExpireTimestamp int64 // ms, -1: none (v1 only)
+
+	// recordOffset is the log offset of the record that carried this value (not part of the
+	// schema): a transaction's offset replaces a committed one at its COMMIT marker only if
+	// its record is later in the log, as Kafka's OffsetAndMetadata.recordOffset decides.
+	recordOffset int64
 }
 
 // groupValue is a GroupMetadataValue (v0-v4).

@@ -23,3 +23,16 @@ type OffsetsLog interface {
 	// order. fn must not retain the batch.
 	ReadBatches(fn func(batch []byte) error) error
 }
+
+// TxnAppender is implemented by an OffsetsLog that can append the coordinator's transactional
+// offset commits (TxnOffsetCommit): one uncompressed RecordBatch v2 with the transactional
+// attribute, the producer's id and epoch and base sequence 0, appended as Kafka appends its
+// coordinator's batches (AppendOrigin.COORDINATOR): a producer epoch older than the partition's
+// is refused (INVALID_PRODUCER_EPOCH), the sequence is not checked (every such batch starts at
+// 0), and the batch opens (or continues) the producer's transaction on the partition, so the
+// partition's last stable offset stays below it until the producer's COMMIT or ABORT marker.
+// A store whose logs do not implement it answers TxnCommitOffsets with
+// COORDINATOR_NOT_AVAILABLE.
+type TxnAppender interface {
+	AppendTxn(batch []byte) (nextOffset int64, err error)
+}

@@ -151,6 +151,21 @@ type CommitRequest struct {
 	Partitions  []CommitPartition
 }
 
+// TxnCommitRequest is a TxnOffsetCommit request (partitions of unknown topics already filtered
+// out): offsets committed inside the transaction of ProducerID, visible only once its COMMIT
+// marker is written to the group's __consumer_offsets partition.
+type TxnCommitRequest struct {
+	Group         string
+	ProducerID    int64
+	ProducerEpoch int16
+	// Generation, MemberID and InstanceID are KIP-447's group metadata (v3+); v0-v2 send -1,
+	// "" and nil, which Kafka accepts in any group state.
+	Generation int32
+	MemberID   string
+	InstanceID *string
+	Partitions []CommitPartition
+}
+
 // CommitResult is an OffsetCommit response: one error per requested partition, in order.
 type CommitResult struct {
 	Errors []*kerr.Error
@@ -168,6 +183,9 @@ type FetchedOffset struct {
 	Offset      int64
 	LeaderEpoch int32
 	Metadata    string
+	// Err is UNSTABLE_OFFSET_COMMIT for a partition with pending transactional offsets when
+	// the fetch required stable offsets (then Offset is -1).
+	Err *kerr.Error
 }
 
 // FetchResult is one group's OffsetFetch answer.
