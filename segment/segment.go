@@ -118,6 +118,8 @@ type Segment struct {
 	fd          int
 	offsetIndex *index.OffsetIndex
 	timeIndex   *index.TimeIndex
+	// txn is the aborted transaction index (.txnindex, txnindex.go), its file made lazily.
+	txn txnIndex
 
 	// size is the number of valid bytes in .log, published after each append.
 	size atomic.Int64

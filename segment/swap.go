@@ -74,6 +74,9 @@ func (s *Segment) RenameFiles(suffix string) error {
 			return err
 		}
 	}
+	if err := s.renameTxn(suffix); err != nil {
+		return err
+	}
 	from := filepath.Join(s.dir, FileName(s.baseOffset, LogSuffix)+s.suffix)
 	to := filepath.Join(s.dir, FileName(s.baseOffset, LogSuffix)+suffix)
 	if err := s.fsys.Rename(from, to); err != nil {
