@@ -583,7 +583,8 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 }
 
 // Read returns the bytes of the batches from offset on, at most maxBytes (but at least the whole
-// first batch, as Kafka's fetch does), bounded by the high watermark or the log end. The result
+// first batch, as Kafka's fetch does), bounded by the high watermark, the last stable offset
+// (ReadCommitted) or the log end. The result
 // holds a segment reference until Slice.Release. A read at the bound returns an empty slice; an
 // offset outside [log start, bound] is OFFSET_OUT_OF_RANGE.
 func (l *Log) Read(offset int64, maxBytes int64, iso Isolation) (segment.Slice, error) {
@@ -592,9 +593,17 @@ func (l *Log) Read(offset int64, maxBytes int64, iso Isolation) (segment.Slice, 
 	case ReadUpToLogEnd:
 		boundOffset, boundBase, boundPos = l.end.load()
 	case ReadCommitted:
+		// The valid range is the consumers' (up to the high watermark); the records returned
+		// stop at the last stable offset (a read between the two is empty, as in Kafka).
+		if hw := l.HighWatermark(); offset > hw {
+			return segment.Slice{}, fmt.Errorf("offset %d past the high watermark %d of %s: %w", offset, hw, l.dir, kerr.OffsetOutOfRange)
+		}
 		var err error
 		if boundOffset, boundBase, boundPos, err = l.lastStablePosition(); err != nil {
 			return segment.Slice{}, err
+		}
+		if offset > boundOffset && offset >= l.logStartOffset.Load() {
+			return segment.Slice{}, nil
 		}
 	default:
 		boundOffset, boundBase, boundPos = l.hw.load()
