@@ -109,10 +109,12 @@ func (l *Log) loadProducerState() error {
 	l.producers = ps
 	// Producers whose last write is older than producer.id.expiration.ms are not brought back
 	// (Kafka's loadFromSnapshot skips them; those replayed below go too).
+	l.replaying = true
 	defer func() {
+		l.replaying = false
 		cfg := l.config()
 		ps.expire(cfg.now().UnixMilli(), cfg.ProducerIDExpirationMs)
-		l.publishTxnsLocked()
+		l.publishTxnViewLocked()
 	}()
 	if from >= l.nextOffset {
 		return nil

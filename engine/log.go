@@ -52,6 +52,8 @@ type Log struct {
 	leaderEpoch int32
 	// producers is the idempotent and transactional producer table. Guarded by mu.
 	producers *producerState
+	// replaying is set while loadProducerState replays batches. Guarded by mu.
+	replaying bool
 	// txnView is a copy of producers.txns published for readers (LastStableOffset): the unstable
 	// transactions in first-offset order, nil when none. Written under mu.
 	txnView atomic.Pointer[[]txnState]

@@ -31,7 +31,18 @@ const maxAbortedPerRead = 1 << 16
 // publishTxnsLocked publishes the unstable transactions for readers, dropping the completed ones
 // the high watermark has passed. Requires l.mu.
 func (l *Log) publishTxnsLocked() {
+	if l.replaying {
+		return // loadProducerState publishes once done
+	}
 	l.producers.pruneTxns(l.HighWatermark())
+	l.publishTxnViewLocked()
+}
+
+// publishTxnViewLocked publishes the unstable transactions as they are: at open and after a
+// truncation the high watermark is not known yet (it is restored or set after), and the
+// transactions the replay completed stay unstable until it passes their markers, as Kafka's
+// replay leaves them among the unreplicated ones. Requires l.mu.
+func (l *Log) publishTxnViewLocked() {
 	if len(l.producers.txns) == 0 {
 		l.txnView.Store(nil)
 		return

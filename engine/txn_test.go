@@ -170,6 +170,7 @@ func TestTxnRecoveryRebuildsIndexAndOngoing(t *testing.T) {
 	l := openTxnLog(t, dir, false)
 	var aborted []AbortedTxn
 	seqs := map[int64]int32{}
+	var lastMarker, lastFirst int64
 	for i := 0; i < 40; i++ { // several segments, aborts in each
 		pid := int64(10 + i%3)
 		info := mustAppend(t, l, txnBatch(pid, 0, seqs[pid], 2))
@@ -180,7 +181,8 @@ func TestTxnRecoveryRebuildsIndexAndOngoing(t *testing.T) {
 			m := mustMarker(t, l, pid, 0, false)
 			aborted = append(aborted, AbortedTxn{ProducerID: pid, FirstOffset: info.BaseOffset, LastOffset: m.BaseOffset})
 		} else {
-			mustMarker(t, l, pid, 0, true)
+			lastMarker = mustMarker(t, l, pid, 0, true).BaseOffset
+			lastFirst = info.BaseOffset
 		}
 		l.AdvanceHighWatermark(l.LogEndOffset())
 	}
@@ -211,6 +213,15 @@ func TestTxnRecoveryRebuildsIndexAndOngoing(t *testing.T) {
 	if lso := r.LastStableOffset(); lso != open.BaseOffset {
 		t.Fatalf("LSO after recovery %d, want %d", lso, open.BaseOffset)
 	}
+	// A high watermark restored below the last marker: its transaction, completed by the
+	// replay, is not stable yet (Kafka's unreplicated transactions).
+	if err := r.SetHighWatermark(lastMarker); err != nil {
+		t.Fatal(err)
+	}
+	if lso := r.LastStableOffset(); lso != lastFirst {
+		t.Fatalf("LSO with the high watermark at the last marker %d: %d, want %d", lastMarker, lso, lastFirst)
+	}
+	r.SetHighWatermark(r.LogEndOffset())
 	found := false
 	for _, p := range r.Producers() {
 		if p.ProducerID == 99 && p.TxnStartOffset == open.BaseOffset {
@@ -284,4 +295,69 @@ func TestTxnCleanerKeepsTransactions(t *testing.T) {
 		t.Fatalf("aborted after cleaning %v %v, want %v", after, err, want)
 	}
 	noLeftovers(t, dir)
+}
+
+// TestTxnFollowerCopiesMarkers: a follower appending its leader's bytes (AppendStored, the
+// replica fetcher's path) gets the same .txnindex files, producer state and last stable offset.
+func TestTxnFollowerCopiesMarkers(t *testing.T) {
+	base := t.TempDir()
+	leader := openTxnLog(t, filepath.Join(base, "leader", "t-0"), false)
+	defer leader.Close()
+	follower := openTxnLog(t, filepath.Join(base, "follower", "t-0"), false)
+	defer follower.Close()
+	seqs := map[int64]int32{}
+	for i := 0; i < 60; i++ {
+		pid := int64(20 + i%4)
+		mustAppend(t, leader, txnBatch(pid, 0, seqs[pid], 3))
+		seqs[pid] += 3
+		if i%4 == 3 {
+			for p := int64(20); p < 24; p++ {
+				mustMarker(t, leader, p, 0, (i/4+int(p))%2 == 0)
+			}
+		}
+	}
+	mustAppend(t, leader, txnBatch(30, 0, 0, 1)) // open on both
+	leader.AdvanceHighWatermark(leader.LogEndOffset())
+	// Replicate in fetch-sized pieces, as the follower fetcher does.
+	for follower.LogEndOffset() < leader.LogEndOffset() {
+		sl, err := leader.Read(follower.LogEndOffset(), 1500, ReadUpToLogEnd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, sl.Length)
+		if _, err := sl.File.ReadAt(buf, sl.Position); err != nil {
+			t.Fatal(err)
+		}
+		sl.Release()
+		// Whole batches only (a fetch may cut the last one).
+		n := 0
+		for n < len(buf) {
+			h, err := record.ParseHeader(buf[n:])
+			if err != nil || int64(n)+h.Size() > int64(len(buf)) {
+				break
+			}
+			n += int(h.Size())
+		}
+		if _, err := follower.AppendStored(buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follower.AdvanceHighWatermark(follower.LogEndOffset())
+	if !reflect.DeepEqual(follower.Producers(), leader.Producers()) {
+		t.Fatalf("follower producers %+v\nleader %+v", follower.Producers(), leader.Producers())
+	}
+	if f, l := follower.LastStableOffset(), leader.LastStableOffset(); f != l {
+		t.Fatalf("follower LSO %d, leader %d", f, l)
+	}
+	files, _ := filepath.Glob(filepath.Join(base, "leader", "t-0", "*.txnindex"))
+	if len(files) < 2 {
+		t.Fatalf("expected aborted transactions in several segments: %v", files)
+	}
+	for _, lf := range files {
+		lb, _ := os.ReadFile(lf)
+		fb, err := os.ReadFile(filepath.Join(base, "follower", "t-0", filepath.Base(lf)))
+		if err != nil || !reflect.DeepEqual(lb, fb) {
+			t.Fatalf("%s differs on the follower (%v)", filepath.Base(lf), err)
+		}
+	}
 }
