@@ -82,6 +82,12 @@ func OpenLog(o OpenOptions) (*Log, error) {
 	start := max(o.LogStartOffset, segs[0].BaseOffset())
 	start = min(start, l.nextOffset)
 	l.logStartOffset.Store(start)
+	if err := l.checkTxnIndexes(); err != nil {
+		for _, s := range segs {
+			s.Close()
+		}
+		return nil, err
+	}
 	if err := l.loadProducerState(); err != nil {
 		for _, s := range segs {
 			s.Close()
@@ -96,6 +102,44 @@ func OpenLog(o OpenOptions) (*Log, error) {
 	}
 	l.flush.init(l, l.nextOffset)
 	return l, nil
+}
+
+// checkTxnIndexes checks the .txnindex files found at open (Kafka's sanity check). A corrupt one
+// is removed, and so are the producer snapshots after its segment's base offset: the replay of
+// loadProducerState then starts at or before that segment and writes its entries again from the
+// markers.
+func (l *Log) checkTxnIndexes() error {
+	rebuildFrom := int64(-1)
+	for _, s := range l.Segments() {
+		if !l.txnIndexed[s.BaseOffset()] {
+			continue
+		}
+		if err := s.CheckTxnIndex(); err != nil {
+			slog.Warn("aborted transaction index unreadable; rebuilding it from the markers", "segment", s.LogPath(), "err", err)
+			if err := s.ResetTxnIndex(); err != nil {
+				return fmt.Errorf("open log %s: %w", l.dir, err)
+			}
+			if rebuildFrom < 0 {
+				rebuildFrom = s.BaseOffset()
+			}
+		}
+	}
+	l.txnIndexed = nil
+	if rebuildFrom < 0 {
+		return nil
+	}
+	offsets, err := snapshotOffsets(l.fsys, l.dir)
+	if err != nil {
+		return fmt.Errorf("open log %s: %w", l.dir, err)
+	}
+	for _, o := range offsets {
+		if o > rebuildFrom {
+			if err := l.fsys.Remove(snapshotPath(l.dir, o)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("open log %s: %w", l.dir, err)
+			}
+		}
+	}
+	return nil
 }
 
 // loadProducerState loads the newest producer snapshot at or below the log end and replays the
@@ -179,6 +223,12 @@ func (l *Log) openSegments() ([]*segment.Segment, error) {
 		if base, ok := segment.ParseFileName(e.Name(), segment.LogSuffix); ok {
 			logs[base] = true
 			bases = append(bases, base)
+		}
+	}
+	l.txnIndexed = map[int64]bool{}
+	for _, e := range entries {
+		if base, ok := segment.ParseFileName(e.Name(), segment.TxnIndexSuffix); ok && logs[base] {
+			l.txnIndexed[base] = true
 		}
 	}
 	for _, e := range entries {

@@ -54,6 +54,8 @@ type Log struct {
 	producers *producerState
 	// replaying is set while loadProducerState replays batches. Guarded by mu.
 	replaying bool
+	// txnIndexed names the segments that had a .txnindex at open (checked, then dropped).
+	txnIndexed map[int64]bool
 	// txnView is a copy of producers.txns published for readers (LastStableOffset): the unstable
 	// transactions in first-offset order, nil when none. Written under mu.
 	txnView atomic.Pointer[[]txnState]

@@ -361,3 +361,32 @@ func TestTxnFollowerCopiesMarkers(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnCorruptIndexRebuilt: a .txnindex with a bad entry is rebuilt from the markers at open.
+func TestTxnCorruptIndexRebuilt(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t-0")
+	l := openTxnLog(t, dir, false)
+	var want []AbortedTxn
+	for i := 0; i < 30; i++ {
+		mustAppend(t, l, txnBatch(int64(i), 0, 0, 2))
+		mustMarker(t, l, int64(i), 0, i%3 != 0)
+	}
+	l.AdvanceHighWatermark(l.LogEndOffset())
+	want, _ = l.AbortedTransactions(want, 0, 1<<40)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.txnindex"))
+	if len(files) < 2 {
+		t.Fatalf("want aborted transactions in several segments: %v", files)
+	}
+	b, _ := os.ReadFile(files[len(files)-1])
+	b[0] = 7 // entry version 7
+	os.WriteFile(files[len(files)-1], b, 0o600)
+	r := openTxnLog(t, dir, true)
+	defer r.Close()
+	got, err := r.AbortedTransactions(nil, 0, 1<<40)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("after rebuild %v %v, want %v", got, err, want)
+	}
+}

@@ -262,3 +262,25 @@ func (s *Segment) renameTxn(suffix string) error {
 	}
 	return nil
 }
+
+// CheckTxnIndex reads the .txnindex (when there is one) and reports whether its entries are
+// well formed (Kafka's TransactionIndex.sanityCheck).
+func (s *Segment) CheckTxnIndex() error {
+	t := &s.txn
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return s.loadTxnLocked()
+}
+
+// ResetTxnIndex removes the .txnindex and forgets its entries (a corrupt index, rebuilt by the
+// log's replay of the markers).
+func (s *Segment) ResetTxnIndex() error {
+	t := &s.txn
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := s.fsys.Remove(s.txnIndexPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", s.txnIndexPath(), err)
+	}
+	t.entries, t.written, t.loaded, t.dirty, t.created = nil, 0, true, false, false
+	return nil
+}
