@@ -435,3 +435,49 @@ func TestTxnFetchAbortedList(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnLongPollWakesOnCommit: a read_committed consumer parked in a long poll behind an open
+// transaction gets its records as soon as the COMMIT marker moves the last stable offset, not
+// after max_wait_ms.
+func TestTxnLongPollWakesOnCommit(t *testing.T) {
+	f := newTxnFixture(t, "txn-wake")
+	pid, epoch := f.producerID()
+	f.appendBatch(pid, epoch, 0, "x1", "x2")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.b.Addr()), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{f.topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := make(chan time.Time, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			if fs.NumRecords() > 0 {
+				got <- time.Now()
+				return
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // the fetch is parked (nothing below the LSO)
+	select {
+	case <-got:
+		t.Fatal("records of an open transaction were returned")
+	default:
+	}
+	sent := time.Now()
+	if err := f.marker(f.topic, pid, epoch, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-got:
+		if d := at.Sub(sent); d > 3*time.Second {
+			t.Fatalf("woken %v after the commit", d)
+		}
+		t.Logf("records %v after the commit marker was sent", at.Sub(sent))
+	case <-time.After(8 * time.Second):
+		t.Fatal("the parked read_committed fetch was not woken by the commit")
+	}
+}
