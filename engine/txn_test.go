@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -192,6 +193,39 @@ func TestTxnRecoveryRebuildsIndexAndOngoing(t *testing.T) {
 	if len(want) != len(aborted) {
 		t.Fatalf("%d aborted entries, want %d", len(want), len(aborted))
 	}
+	// Crash with the files as they are, plus a stale entry (a marker the crash lost) in the last
+	// segment's .txnindex, recovered from the last segment on: the entry goes.
+	kept := filepath.Join(t.TempDir(), "t-0")
+	os.MkdirAll(kept, 0o755)
+	ents0, _ := os.ReadDir(dir)
+	for _, e := range ents0 {
+		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		os.WriteFile(filepath.Join(kept, e.Name()), b, 0o600)
+	}
+	lastBase := l.Segments()[len(l.Segments())-1].BaseOffset()
+	stale := segment.AbortedTxn{ProducerID: 5, FirstOffset: l.LogEndOffset(), LastOffset: l.LogEndOffset() + 3, LastStableOffset: l.LogEndOffset() + 4}
+	{
+		f, err := os.OpenFile(filepath.Join(kept, segment.FileName(lastBase, segment.TxnIndexSuffix)), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b [segment.TxnEntrySize]byte
+		binary.BigEndian.PutUint64(b[2:], uint64(stale.ProducerID))
+		binary.BigEndian.PutUint64(b[10:], uint64(stale.FirstOffset))
+		binary.BigEndian.PutUint64(b[18:], uint64(stale.LastOffset))
+		binary.BigEndian.PutUint64(b[26:], uint64(stale.LastStableOffset))
+		f.Write(b[:])
+		f.Close()
+	}
+	k, err := OpenLog(OpenOptions{Dir: kept, Topic: "t", Config: l.Config(), RecoveryPoint: lastBase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := k.AbortedTransactions(nil, 0, 1<<40); !reflect.DeepEqual(got, want) {
+		t.Fatalf("recovered from the last segment: %v\nwant %v", got, want)
+	}
+	k.Close()
+
 	// Crash: copy the files as they are (no clean close), losing every .txnindex and snapshot.
 	crashed := filepath.Join(t.TempDir(), "t-0")
 	os.MkdirAll(crashed, 0o755)

@@ -162,6 +162,10 @@ func (s *Segment) writeTxnLocked() error {
 	return nil
 }
 
+// SyncTxnIndex makes the .txnindex durable when it changed since the last sync (a sealed
+// segment whose entries a replay wrote again).
+func (s *Segment) SyncTxnIndex() error { return s.syncTxn() }
+
 // syncTxn makes the .txnindex durable when it changed (and its directory entry when new).
 func (s *Segment) syncTxn() error {
 	t := &s.txn
