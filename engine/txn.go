@@ -14,6 +14,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -160,7 +161,10 @@ func (l *Log) applyBatchToSegment(seg *segment.Segment, b []byte, h *record.Head
 		return nil // an empty control batch (cleaned) or another control type
 	}
 	if err != nil {
-		return fmt.Errorf("transaction marker at %d of %s: %w", h.BaseOffset, l.dir, err)
+		// Only a log written elsewhere can hold one (AppendStored refuses them): it ends
+		// nothing, as an unknown control type.
+		slog.Warn("malformed transaction marker ignored", "dir", l.dir, "offset", h.BaseOffset, "err", err)
+		return nil
 	}
 	return l.completeTxnLocked(seg, h.ProducerID, h.ProducerEpoch, m, h.BaseOffset, h.MaxTimestamp)
 }

@@ -424,3 +424,22 @@ func TestTxnCorruptIndexRebuilt(t *testing.T) {
 		t.Fatalf("after rebuild %v %v, want %v", got, err, want)
 	}
 }
+
+// TestTxnAppendStoredRefusesMalformedMarker: a CRC-valid control batch whose marker record is
+// malformed is refused before it is stored.
+func TestTxnAppendStoredRefusesMalformedMarker(t *testing.T) {
+	l := openTxnLog(t, filepath.Join(t.TempDir(), "t-0"), false)
+	defer l.Close()
+	bad := record.Build(nil, record.BuildOptions{ProducerID: 3, BaseSequence: -1, Attributes: record.AttrControl | record.AttrTransactional},
+		[]record.Record{{Key: []byte{0, 0, 0, 1}, Value: []byte{0}}})
+	if _, err := l.AppendStored(bad); err == nil {
+		t.Fatal("malformed marker stored")
+	}
+	if l.LogEndOffset() != 0 {
+		t.Fatalf("log end %d", l.LogEndOffset())
+	}
+	good := record.BuildEndTxnMarker(nil, 0, 1, 3, 0, record.EndTxnMarker{Commit: true})
+	if _, err := l.AppendStored(good); err != nil {
+		t.Fatal(err)
+	}
+}
