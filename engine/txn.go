@@ -116,7 +116,10 @@ func (l *Log) AbortedTransactions(dst []AbortedTxn, offset, upperBound int64) ([
 	segs := l.Segments()
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].BaseOffset() > offset }) - 1
 	i = max(i, 0)
-	for ; i < len(segs) && segs[i].BaseOffset() < upperBound; i++ {
+	// As Kafka's collectAbortedTransactions, every later segment may hold the marker of a
+	// transaction that began before upperBound: the walk stops only at an entry whose last
+	// stable offset reaches upperBound (segments without a .txnindex cost a lock each).
+	for ; i < len(segs); i++ {
 		s := segs[i]
 		if !s.Acquire() {
 			continue
