@@ -113,6 +113,10 @@ func (l *Log) lastStablePosition() (offset, base, pos int64, err error) {
 // transactions start at or after the last stable offset and are never part of it. At most
 // maxAbortedPerRead entries are returned. dst is appended to.
 func (l *Log) AbortedTransactions(dst []AbortedTxn, offset, upperBound int64) ([]AbortedTxn, error) {
+	return l.collectAborted(dst, offset, upperBound, maxAbortedPerRead)
+}
+
+func (l *Log) collectAborted(dst []AbortedTxn, offset, upperBound int64, limit int) ([]AbortedTxn, error) {
 	segs := l.Segments()
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].BaseOffset() > offset }) - 1
 	i = max(i, 0)
@@ -131,7 +135,7 @@ func (l *Log) AbortedTransactions(dst []AbortedTxn, offset, upperBound int64) ([
 		if err != nil {
 			return dst, fmt.Errorf("aborted transactions of %s: %w", l.dir, err)
 		}
-		if complete || len(dst) >= maxAbortedPerRead {
+		if complete || len(dst) >= limit {
 			break
 		}
 	}
