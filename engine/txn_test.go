@@ -480,3 +480,122 @@ func TestTxnAppendStoredRefusesMalformedMarker(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTxnCleanerReadCommittedView: random plain writes and transactions (committed or aborted)
+// on a compacted log, cleaned several times across delete.retention.ms: what a read_committed
+// consumer reads (aborted transactions skipped by the aborted list, as clients do) keeps the
+// latest committed value of every key, and never an aborted one.
+func TestTxnCleanerReadCommittedView(t *testing.T) {
+	for seed := uint64(1); seed <= 6; seed++ {
+		clock := newTestClock()
+		cfg := compactConfig(clock)
+		cfg.SegmentBytes = 2 << 10
+		dir := filepath.Join(t.TempDir(), "compacted-0")
+		l := openCompacted(t, vfs.OS, dir, cfg, false, 0)
+		rng := mix64(seed)
+		next := func(n uint64) uint64 { rng = mix64(rng + 0x9e3779b97f4a7c15); return rng % n }
+		type write struct {
+			k, v string
+			txn  int // -1: plain
+		}
+		var writes []write
+		committed := map[int]bool{}
+		current := map[int64]int{} // producer -> its open transaction's id
+		txnIDs := 0
+		seqs := map[int64]int32{}
+		for i := 0; i < 400; i++ {
+			k := fmt.Sprintf("k%d", next(12))
+			v := fmt.Sprintf("v%d", i)
+			switch op := next(10); {
+			case op < 4:
+				if _, err := l.Append(record.Build(nil, record.BuildOptions{ProducerID: -1, BaseSequence: -1}, []record.Record{{Key: []byte(k), Value: []byte(v)}})); err != nil {
+					t.Fatal(err)
+				}
+				writes = append(writes, write{k, v, -1})
+			case op < 8:
+				pid := int64(next(3))
+				b := record.Build(nil, record.BuildOptions{ProducerID: pid, BaseSequence: seqs[pid], Attributes: record.AttrTransactional},
+					[]record.Record{{Key: []byte(k), Value: []byte(v)}})
+				if _, err := l.Append(b); err != nil {
+					t.Fatal(err)
+				}
+				seqs[pid]++
+				id, ok := current[pid]
+				if !ok {
+					txnIDs++
+					id = txnIDs
+					current[pid] = id
+				}
+				writes = append(writes, write{k, v, id})
+			default:
+				pid := int64(next(3))
+				commit := next(2) == 0
+				if _, err := l.AppendMarker(pid, 0, 0, commit, 0); err != nil {
+					t.Fatal(err)
+				}
+				if id, ok := current[pid]; ok && commit {
+					committed[id] = true
+				}
+				delete(current, pid)
+			}
+			if i%50 == 49 {
+				c := NewCleaner(CleanerConfig{DedupeBufferSize: 1 << 20})
+				if _, err := c.Clean(l); err != nil {
+					t.Fatal(err)
+				}
+				clock.advance(40 * time.Second)
+			}
+		}
+		for pid := range current { // end every transaction (aborted)
+			if _, err := l.AppendMarker(pid, 0, 0, false, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		latest := map[string]string{}
+		for _, w := range writes {
+			if w.txn < 0 || committed[w.txn] {
+				latest[w.k] = w.v
+			}
+		}
+		for round := 0; round < 3; round++ {
+			sealAll(t, l)
+			c := NewCleaner(CleanerConfig{DedupeBufferSize: 1 << 20})
+			if _, err := c.Clean(l); err != nil {
+				t.Fatal(err)
+			}
+			clock.advance(2 * time.Minute)
+		}
+		// Read as a read_committed client: skip the batches of aborted transactions.
+		aborted, err := l.AbortedTransactions(nil, l.LogStartOffset(), l.LastStableOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		skipping := map[int64]bool{}
+		got := map[string]string{}
+		for _, b := range scanLog(t, l) {
+			for _, a := range aborted {
+				if a.FirstOffset <= b.LastOffset() && a.LastOffset >= b.BaseOffset && b.ProducerID == a.ProducerID && !b.IsControl() {
+					skipping[b.ProducerID] = true
+				}
+			}
+			if b.IsControl() {
+				delete(skipping, b.ProducerID)
+				continue
+			}
+			if b.IsTransactional() && skipping[b.ProducerID] {
+				continue
+			}
+			recs, err := decodeRecords(b.Bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				got[string(r.Key)] = string(r.Value)
+			}
+		}
+		if !reflect.DeepEqual(got, latest) {
+			t.Fatalf("seed %d: read_committed view after cleaning %v\nwant %v", seed, got, latest)
+		}
+		l.Close()
+	}
+}
