@@ -24,8 +24,8 @@ package engine
 //     compressed topic stays compressed. Batches nothing was removed from are copied byte for
 //     byte. A batch left empty is dropped, except the last batch of a producer the producer
 //     table still knows, which is kept as a bare header (as Kafka does: a restart that replays
-//     batch headers still finds the producer's last sequence). Control batches are copied
-//     unchanged. A batch whose records cannot be read (bad compressed payload, or past the
+//     batch headers still finds the producer's last sequence). Control batches and transactions:
+//     see below and cleaner_txn.go. A batch whose records cannot be read (bad compressed payload, or past the
 //     decompression bound) is copied unchanged and adds nothing to the map: never lost, never
 //     compacted. A batch failing its CRC stops the cleaning of that log (as Kafka marks it
 //     uncleanable).
