@@ -24,11 +24,11 @@ package engine
 //     compressed topic stays compressed. Batches nothing was removed from are copied byte for
 //     byte. A batch left empty is dropped, except the last batch of a producer the producer
 //     table still knows, which is kept as a bare header (as Kafka does: a restart that replays
-//     batch headers still finds the producer's last sequence). Control batches and transactions:
-//     see below and cleaner_txn.go. A batch whose records cannot be read (bad compressed payload, or past the
-//     decompression bound) is copied unchanged and adds nothing to the map: never lost, never
-//     compacted. A batch failing its CRC stops the cleaning of that log (as Kafka marks it
-//     uncleanable).
+//     batch headers still finds the producer's last sequence). Control batches and
+//     transactions: see below and cleaner_txn.go. A batch whose records cannot be read (bad
+//     compressed payload, or past the decompression bound) is copied unchanged and adds nothing
+//     to the map: never lost, never compacted. A batch failing its CRC stops the cleaning of
+//     that log (as Kafka marks it uncleanable).
 //  3. Tombstones, KIP-534: the first cleaning that keeps a tombstone rewrites its batch with the
 //     delete-horizon attribute (bit 6) and baseTimestamp = now + delete.retention.ms (record
 //     timestamp deltas re-based so every record keeps its timestamp); a later cleaning after the
