@@ -58,6 +58,20 @@
 // any log whose oldest dirty record is past max.compaction.lag.ms (KIP-354), and keep Kafka's
 // cleaner-offset-checkpoint.
 //
+// Transactions (txn.go, producerstate.go): transactional batches start their producer's ongoing
+// transaction; AppendMarker (the leader, WriteTxnMarkers) and AppendStored (a follower copying
+// the leader's control batches) end it, an ABORT adding a Kafka-format entry to the segment's
+// .txnindex. LastStableOffset is min(first unstable offset, high watermark) and moves with the
+// high watermark; Read with ReadCommitted stops there and AbortedTransactions lists what a
+// read_committed fetch reports. Snapshots carry each producer's ongoing transaction's first
+// offset and coordinator epoch; open and TruncateTo rebuild the state from the newest snapshot and
+// the batches after it, markers included. At open the .txnindex of every segment recovery
+// rescanned, and of every segment from the first corrupt index on, is rebuilt from the markers
+// (the snapshots after it are dropped so the replay covers it) and synced. Compaction treats
+// transactions as Kafka's cleaner (cleaner_txn.go): it stops at the LSO, drops aborted
+// transactions' batches, compacts committed records, and removes markers delete.retention.ms after
+// their transaction's data is gone.
+//
 // Idempotent producers (producerstate.go) past producer.id.expiration.ms are forgotten by the
 // Manager every ProducerIDExpirationCheckInterval (Kafka's 10 minutes) and when a log opens.
 //
