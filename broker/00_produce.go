@@ -26,6 +26,9 @@ package broker
 // recompression), then validated by the log like any batch. Under compression.type=producer (the
 // default) and for a batch already in the topic's codec nothing is copied: the request's bytes
 // are appended in place. Followers append the leader's bytes (AppendStored): never recompressed.
+// A transactional batch needs the request's transactional_id, as in Kafka
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one); transactional ids themselves are refused
+// until the transaction coordinator serves them.
 
 import (
 	"errors"
@@ -103,6 +106,11 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 				err = fmt.Errorf("acks %d: %w", req.Acks, kerr.InvalidRequiredAcks)
 			case req.TransactionID != nil:
 				err = fmt.Errorf("transactional produce is not supported: %w", kerr.TransactionalIDAuthorizationFailed)
+			case len(rp.Records) > record.AttributesOffset+1 && int16(rp.Records[record.AttributesOffset+1])&record.AttrTransactional != 0:
+				// Kafka's handleProduceRequest: transactional records need the request's
+				// transactional id (and WRITE on it). Without a coordinator nothing would end
+				// such a transaction, and it would hold read_committed consumers back forever.
+				err = fmt.Errorf("transactional records without a transactional id: %w", kerr.TransactionalIDAuthorizationFailed)
 			case unauthorized:
 				err = kerr.TopicAuthorizationFailed
 			case !found || rp.Partition < 0 || rp.Partition >= t.Partitions:

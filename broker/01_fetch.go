@@ -222,15 +222,18 @@ func (f *fetchRun) load() bool {
 // answered at once, not after max_wait_ms. Denied topics answer TOPIC_AUTHORIZATION_FAILED.
 func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 	b, version := f.b, f.version
+	readCommitted := f.req.IsolationLevel == 1
 	iso := engine.ReadUpToHighWatermark
-	if f.replica {
+	switch {
+	case f.replica:
 		iso = engine.ReadUpToLogEnd
+	case readCommitted:
+		iso = engine.ReadCommitted
 	}
 	maxBytes := int64(f.req.MaxBytes)
 	if maxBytes <= 0 {
 		maxBytes = 1 << 31
 	}
-	readCommitted := f.req.IsolationLevel == 1
 	failed := false
 	var (
 		t            Topic
@@ -310,7 +313,7 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 			watched = true
 		}
 		p.hw = l.HighWatermark()
-		p.lso = p.hw
+		p.lso = l.LastStableOffset() // reported at both isolation levels, as Kafka does
 		p.logStart = l.LogStartOffset()
 		partMax := int64(it.maxBytes)
 		if remaining := maxBytes - total; remaining < partMax {
@@ -327,6 +330,18 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 			} else {
 				p.slice = sl
 				total += sl.Length
+				if iso == engine.ReadCommitted && sl.Length > 0 {
+					// The aborted transactions overlapping what is returned: from the
+					// fetch offset up to the last stable offset (Kafka bounds it by the end
+					// of the records read; a longer list is harmless to clients).
+					if p.aborted, err = l.AbortedTransactions(nil, it.fetchOffset, l.LastStableOffset()); err != nil {
+						p.slice.Release()
+						p.slice, p.aborted = segmentSlice{}, nil
+						total -= sl.Length
+						p.errorCode = errorCode(err)
+						failed = true
+					}
+				}
 			}
 		}
 	}

@@ -1,7 +1,8 @@
 package broker
 
-// ListOffsets (key 2), v1-v10 (Kafka 4 removed v0). Timestamp -1 = latest (the high watermark:
-// also the last stable offset, there being no transactions), -2 = earliest (log start), -3 = the
+// ListOffsets (key 2), v1-v10 (Kafka 4 removed v0). Timestamp -1 = latest (the high watermark,
+// or with isolation_level 1, read_committed, the last stable offset; timestamp lookups are
+// bounded the same way), -2 = earliest (log start), -3 = the
 // record with the largest timestamp (KIP-734), -4 = earliest local (= earliest without tiered
 // storage), -5 = latest tiered (none: offset -1). Other timestamps return the first record whose
 // timestamp is >= the target: the batch is found through the time index, then its records are
@@ -66,7 +67,7 @@ func handleListOffsets(b *Broker, r *netio.Request) netio.Reply {
 				}
 				sp.LeaderEpoch = -1
 			} else {
-				off, ts, err := listOffset(l, rp.Timestamp, req.ReplicaID >= 0)
+				off, ts, err := listOffset(l, rp.Timestamp, req.ReplicaID >= 0, req.IsolationLevel == 1)
 				sp.Offset, sp.Timestamp, sp.ErrorCode = off, ts, errorCode(err)
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -76,10 +77,13 @@ func handleListOffsets(b *Broker, r *netio.Request) netio.Reply {
 	return netio.Reply{Response: resp}
 }
 
-func listOffset(l *engine.Log, ts int64, replica bool) (offset, timestamp int64, err error) {
+func listOffset(l *engine.Log, ts int64, replica, readCommitted bool) (offset, timestamp int64, err error) {
 	hw := l.HighWatermark()
-	if replica {
+	switch {
+	case replica:
 		hw = l.LogEndOffset()
+	case readCommitted:
+		hw = l.LastStableOffset() // Kafka's fetchOffsetForTimestamp under READ_COMMITTED
 	}
 	switch ts {
 	case -1:

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 
+	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
 	"github.com/weir-mq/weir/segment"
 )
@@ -19,6 +20,8 @@ type fetchPartition struct {
 	logStart      int64
 	readCommitted bool
 	slice         segment.Slice
+	// aborted are the aborted transactions overlapping the records read (read_committed only).
+	aborted []engine.AbortedTxn
 }
 
 // fetchEncoder writes a Fetch response body (v4-v17) straight into a netio.Body, leaving each
@@ -90,12 +93,19 @@ func (e *fetchEncoder) partition(p *fetchPartition) {
 	if e.version >= 5 {
 		e.b = kbin.AppendInt64(e.b, p.logStart)
 	}
-	// Aborted transactions: null for read_uncommitted, empty for read_committed (no transactions).
+	// Aborted transactions: null for read_uncommitted; for read_committed those overlapping the
+	// records returned (producer_id, first_offset), as Kafka lists them.
 	if e.flexible {
-		e.b = kbin.AppendCompactNullableArrayLen(e.b, 0, !p.readCommitted)
+		e.b = kbin.AppendCompactNullableArrayLen(e.b, len(p.aborted), !p.readCommitted)
 	} else {
-		e.b = kbin.AppendNullableArrayLen(e.b, 0, !p.readCommitted)
+		e.b = kbin.AppendNullableArrayLen(e.b, len(p.aborted), !p.readCommitted)
 	}
+	for _, a := range p.aborted {
+		e.b = kbin.AppendInt64(e.b, a.ProducerID)
+		e.b = kbin.AppendInt64(e.b, a.FirstOffset)
+		e.noTags()
+	}
+	p.aborted = nil
 	if e.version >= 11 {
 		e.b = kbin.AppendInt32(e.b, -1) // preferred read replica
 	}

@@ -37,6 +37,13 @@ package engine
 //  4. Swaps each group in crash-safely (cleaner_swap.go) and, after the last group, advances the
 //     checkpoint to end.
 //
+// Transactions: weir's cleaner keeps every transactional batch and every control batch (markers)
+// whole, and transactional records do not enter the offset map, so they never shadow an older
+// record of their key. The log is less compacted than Kafka's (which drops aborted records,
+// compacts committed ones, and removes markers delete.retention.ms after their transaction's data
+// is gone), never wrong: a read_committed reader sees what it would before the cleaning. The
+// .txnindex entries of a group's segments are copied into the cleaned segment's.
+//
 // The invariant that makes every intermediate state safe: a record is dropped only when a record
 // with its key and a higher offset is kept (or it is an expired tombstone). A crash between two
 // groups leaves some groups cleaned and others not: nothing is lost.
@@ -414,8 +421,8 @@ func (c *Cleaner) buildOffsetMap(l *Log, r *cleanRange, ctx *cleanContext, st *C
 			if c.aborted(l, ctx) {
 				return 0, errCleanAborted
 			}
-			if h.LastOffset() < r.firstDirty || h.IsControl() {
-				continue
+			if h.LastOffset() < r.firstDirty || h.IsControl() || h.IsTransactional() {
+				continue // transactions: see the file comment
 			}
 			if err := c.rd.Reset(batch, ctx.limit); err != nil {
 				continue // unreadable records: the batch is copied whole and maps nothing
@@ -459,7 +466,7 @@ func (c *Cleaner) dirtyKeyBound(r *cleanRange) int64 {
 			if err != nil {
 				return math.MaxInt64 // the cleaning will report it; size the map for anything
 			}
-			if h.LastOffset() >= r.firstDirty && !h.IsControl() {
+			if h.LastOffset() >= r.firstDirty && !h.IsControl() && !h.IsTransactional() {
 				n += int64(h.RecordCount)
 			}
 			if n > int64(c.offsets.capacity()) {
@@ -560,6 +567,19 @@ func (c *Cleaner) writeCleaned(l *Log, ns *segment.Segment, group []*segment.Seg
 	if !c.changed && len(group) == 1 {
 		return true, nil
 	}
+	// The group's aborted transactions go with its markers (kept whole) into the cleaned
+	// segment's .txnindex.
+	for _, s := range group {
+		entries, err := s.AbortedTxns()
+		if err != nil {
+			return false, c.readFailed(l, ctx, err)
+		}
+		for _, e := range entries {
+			if err := ns.AppendAbortedTxn(e); err != nil {
+				return false, c.ioFailed(l, ctx, err)
+			}
+		}
+	}
 	if err := ns.MarkInactive(); err != nil {
 		return false, c.ioFailed(l, ctx, err)
 	}
@@ -576,8 +596,8 @@ func (c *Cleaner) filterBatch(dst, batch []byte, h *record.Header, ctx *cleanCon
 		st.RecordsKept += int64(h.RecordCount)
 		return append(dst, batch...), nil
 	}
-	if h.IsControl() {
-		return whole()
+	if h.IsControl() || h.IsTransactional() {
+		return whole() // transactions: see the file comment
 	}
 	// One pass over the records, streamed: the kept ones are copied to c.recs as they come (a
 	// streamed record's bytes are valid only until the next one), the timestamps they will

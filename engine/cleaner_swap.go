@@ -171,7 +171,7 @@ func (l *Log) completeSwaps() error {
 		}
 	}
 	for _, e := range entries {
-		for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
+		for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix, segment.TxnIndexSuffix} {
 			if b, ok := segment.ParseFileName(e.Name(), suffix+segment.SwapSuffix); ok && !swaps[b] {
 				if err := l.fsys.Remove(filepath.Join(l.dir, e.Name())); err != nil {
 					return fmt.Errorf("remove leftover %s: %w", e.Name(), err)

@@ -58,6 +58,15 @@
 // any log whose oldest dirty record is past max.compaction.lag.ms (KIP-354), and keep Kafka's
 // cleaner-offset-checkpoint.
 //
+// Transactions (txn.go, producerstate.go): transactional batches start their producer's ongoing
+// transaction; AppendMarker (the leader, WriteTxnMarkers) and AppendStored (a follower copying
+// the leader's control batches) end it, an ABORT adding a Kafka-format entry to the segment's
+// .txnindex. LastStableOffset is min(first unstable offset, high watermark) and moves with the
+// high watermark; Read with ReadCommitted stops there and AbortedTransactions lists what a
+// read_committed fetch reports. Snapshots carry each producer's ongoing transaction's first
+// offset and coordinator epoch; open and TruncateTo rebuild the state from the newest snapshot and
+// the batches after it, markers included, which also puts back .txnindex entries a crash lost.
+//
 // Idempotent producers (producerstate.go) past producer.id.expiration.ms are forgotten by the
 // Manager every ProducerIDExpirationCheckInterval (Kafka's 10 minutes) and when a log opens.
 //

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weir-mq/weir/record"
 	"github.com/weir-mq/weir/segment"
@@ -195,4 +196,64 @@ func readFile(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestKafkaDumpLogReadsWeirTxnIndex runs Kafka's DumpLogSegments over a segment with
+// transactional batches and markers, its .txnindex and a producer snapshot holding an ongoing
+// transaction (WEIR_KAFKA_LIBS as above).
+func TestKafkaDumpLogReadsWeirTxnIndex(t *testing.T) {
+	libs := os.Getenv("WEIR_KAFKA_LIBS")
+	if libs == "" {
+		t.Skip("WEIR_KAFKA_LIBS not set: Kafka's DumpLogSegments is not available")
+	}
+	dir := filepath.Join(t.TempDir(), "t-0")
+	l, err := OpenLog(OpenOptions{Dir: dir, Topic: "t", Config: DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := func(pid int64, seq int32) {
+		b := record.Build(nil, record.BuildOptions{BaseTimestamp: time.Now().UnixMilli(), ProducerID: pid, ProducerEpoch: 3, BaseSequence: seq,
+			Attributes: record.AttrTransactional}, []record.Record{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("k"), Value: []byte("w")}})
+		if _, err := l.Append(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(7, 0)                                                     // 0-1
+	txn(8, 0)                                                     // 2-3
+	if _, err := l.AppendMarker(7, 3, 11, false, 0); err != nil { // 4: abort of 7, 8 still open
+		t.Fatal(err)
+	}
+	if _, err := l.AppendMarker(8, 3, 11, true, 0); err != nil { // 5
+		t.Fatal(err)
+	}
+	txn(9, 0) // 6-7: left open in the snapshot
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		cmd := exec.Command("java", append([]string{"-cp", libs + "/*", "org.apache.kafka.tools.DumpLogSegments"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("DumpLogSegments %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	base := filepath.Join(dir, segment.FileName(0, ""))
+	out := run("--deep-iteration", "--files", base+segment.LogSuffix)
+	for _, want := range []string{"endTxnMarker: ABORT coordinatorEpoch: 11", "endTxnMarker: COMMIT coordinatorEpoch: 11", "isTransactional: true"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("DumpLogSegments .log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "isvalid: false") || strings.Contains(out, "Exception") {
+		t.Fatalf("DumpLogSegments .log:\n%s", out)
+	}
+	out = run("--files", base+segment.TxnIndexSuffix)
+	if !strings.Contains(out, "version: 0 producerId: 7 firstOffset: 0 lastOffset: 4 lastStableOffset: 2") {
+		t.Fatalf("DumpLogSegments .txnindex:\n%s", out)
+	}
+	out = run("--files", filepath.Join(dir, segment.FileName(8, SnapshotSuffix)))
+	if !strings.Contains(out, "producerId: 9") || !strings.Contains(out, "currentTxnFirstOffset: OptionalLong[6]") || !strings.Contains(out, "coordinatorEpoch: 11") {
+		t.Fatalf("DumpLogSegments .snapshot:\n%s", out)
+	}
 }

@@ -99,7 +99,8 @@ func OpenLog(o OpenOptions) (*Log, error) {
 }
 
 // loadProducerState loads the newest producer snapshot at or below the log end and replays the
-// batch headers after it.
+// batch headers after it (and the markers' records). Called at open and, with the append lock
+// held, by TruncateTo.
 func (l *Log) loadProducerState() error {
 	ps, from, err := loadLatestSnapshot(l.fsys, l.dir, l.nextOffset)
 	if err != nil {
@@ -108,9 +109,12 @@ func (l *Log) loadProducerState() error {
 	l.producers = ps
 	// Producers whose last write is older than producer.id.expiration.ms are not brought back
 	// (Kafka's loadFromSnapshot skips them; those replayed below go too).
+	l.replaying = true
 	defer func() {
+		l.replaying = false
 		cfg := l.config()
 		ps.expire(cfg.now().UnixMilli(), cfg.ProducerIDExpirationMs)
+		l.publishTxnViewLocked()
 	}()
 	if from >= l.nextOffset {
 		return nil
@@ -139,7 +143,18 @@ func (l *Log) loadProducerState() error {
 				return fmt.Errorf("replay producer state of %s: %w", l.dir, err)
 			}
 			if h.LastOffset() >= from {
-				ps.update(&h)
+				// Data batches through the producer table; markers complete transactions
+				// and put back any .txnindex entry a crash lost (recovery cut the
+				// entries of markers that did not survive).
+				var b []byte
+				if h.IsControl() {
+					if b, err = s.ReadBatchAt(pos, &h); err != nil {
+						return fmt.Errorf("replay producer state of %s: %w", l.dir, err)
+					}
+				}
+				if err := l.applyBatchToSegment(s, b, &h); err != nil {
+					return fmt.Errorf("replay producer state of %s: %w", l.dir, err)
+				}
 			}
 			pos += h.Size()
 		}
@@ -169,7 +184,7 @@ func (l *Log) openSegments() ([]*segment.Segment, error) {
 	for _, e := range entries {
 		name := e.Name()
 		stray := strings.HasSuffix(name, segment.DeletedSuffix) || strings.HasSuffix(name, segment.CleanedSuffix)
-		for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
+		for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix, segment.TxnIndexSuffix} {
 			if base, ok := segment.ParseFileName(name, suffix); ok && !logs[base] {
 				stray = true
 			}

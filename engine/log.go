@@ -50,9 +50,14 @@ type Log struct {
 	nextOffset int64
 	// leaderEpoch is stamped into appended batches. Guarded by mu.
 	leaderEpoch int32
-	// producers is the idempotent producer table. Guarded by mu.
+	// producers is the idempotent and transactional producer table. Guarded by mu.
 	producers *producerState
-	closed    bool
+	// replaying is set while loadProducerState replays batches. Guarded by mu.
+	replaying bool
+	// txnView is a copy of producers.txns published for readers (LastStableOffset): the unstable
+	// transactions in first-offset order, nil when none. Written under mu.
+	txnView atomic.Pointer[[]txnState]
+	closed  bool
 	// epochs is the leader epoch cache (epochs.go); changed under mu, its file written after.
 	epochs epochCache
 
@@ -92,6 +97,8 @@ const (
 	ReadUpToHighWatermark Isolation = iota
 	// ReadUpToLogEnd is what followers fetch.
 	ReadUpToLogEnd
+	// ReadCommitted is what read_committed consumers see: up to the last stable offset.
+	ReadCommitted
 )
 
 // Topic, Partition and Dir identify the log.
@@ -202,7 +209,11 @@ func (l *Log) Append(batch []byte) (AppendInfo, error) {
 	}
 	newEpoch := false
 	if err == nil {
+		txns := len(l.producers.txns)
 		l.producers.update(&h)
+		if len(l.producers.txns) != txns { // a transaction began
+			l.publishTxnsLocked()
+		}
 		if h.PartitionLeaderEpoch > l.epochs.latest { // rare: the first append of a new epoch
 			newEpoch = l.epochs.assignLocked(h.PartitionLeaderEpoch, h.BaseOffset)
 		}
@@ -263,7 +274,9 @@ func (l *Log) AppendStored(batches []byte) (info AppendInfo, err error) {
 		if err != nil {
 			return info, err
 		}
-		l.producers.update(&h)
+		if err := l.applyBatchLocked(b, &h); err != nil {
+			return info, err
+		}
 		if h.PartitionLeaderEpoch > l.epochs.latest {
 			newEpoch = l.epochs.assignLocked(h.PartitionLeaderEpoch, h.BaseOffset) || newEpoch
 		}
@@ -549,7 +562,6 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	}
 	l.hwMu.Unlock()
 	l.flush.truncated(next)
-	l.producers.truncate(next)
 	newEpochs = l.epochs.truncateFromEndLocked(next)
 	if offsets, err := snapshotOffsets(l.fsys, l.dir); err == nil {
 		for _, o := range offsets {
@@ -557,6 +569,12 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 				_ = l.fsys.Remove(snapshotPath(l.dir, o))
 			}
 		}
+	}
+	// The producer state is rebuilt as Kafka's truncateAndReload does: the newest snapshot at or
+	// below the new log end, then the batches after it (ongoing transactions included; the
+	// .txnindex entries of markers cut are already gone with the segments' truncation).
+	if err := l.loadProducerState(); err != nil {
+		return l.logDir.Fail(err)
 	}
 	for _, s := range doomed {
 		if err := deleteSegment(l.fsys, s, l.config().FileDeleteDelayMs); err != nil {
@@ -567,14 +585,29 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 }
 
 // Read returns the bytes of the batches from offset on, at most maxBytes (but at least the whole
-// first batch, as Kafka's fetch does), bounded by the high watermark or the log end. The result
+// first batch, as Kafka's fetch does), bounded by the high watermark, the last stable offset
+// (ReadCommitted) or the log end. The result
 // holds a segment reference until Slice.Release. A read at the bound returns an empty slice; an
 // offset outside [log start, bound] is OFFSET_OUT_OF_RANGE.
 func (l *Log) Read(offset int64, maxBytes int64, iso Isolation) (segment.Slice, error) {
 	var boundOffset, boundBase, boundPos int64
-	if iso == ReadUpToLogEnd {
+	switch iso {
+	case ReadUpToLogEnd:
 		boundOffset, boundBase, boundPos = l.end.load()
-	} else {
+	case ReadCommitted:
+		// The valid range is the consumers' (up to the high watermark); the records returned
+		// stop at the last stable offset (a read between the two is empty, as in Kafka).
+		if hw := l.HighWatermark(); offset > hw {
+			return segment.Slice{}, fmt.Errorf("offset %d past the high watermark %d of %s: %w", offset, hw, l.dir, kerr.OffsetOutOfRange)
+		}
+		var err error
+		if boundOffset, boundBase, boundPos, err = l.lastStablePosition(); err != nil {
+			return segment.Slice{}, err
+		}
+		if offset > boundOffset && offset >= l.logStartOffset.Load() {
+			return segment.Slice{}, nil
+		}
+	default:
 		boundOffset, boundBase, boundPos = l.hw.load()
 	}
 	if start := l.logStartOffset.Load(); offset < start || offset > boundOffset {

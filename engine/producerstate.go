@@ -19,9 +19,15 @@ import (
 	"github.com/weir-mq/weir/vfs"
 )
 
-// Idempotent producer state, as Kafka's ProducerStateManager keeps it: per producer id, the
-// epoch and the last few appended batches, so a retried batch is recognised and answered with
-// its original offset, a gap in sequence numbers is refused, and a fenced epoch is refused.
+// Idempotent and transactional producer state, as Kafka's ProducerStateManager keeps it: per
+// producer id, the epoch and the last few appended batches, so a retried batch is recognised and
+// answered with its original offset, a gap in sequence numbers is refused, and a fenced epoch is
+// refused; and for transactions the first offset of the producer's ongoing transaction
+// (currentTxnFirstOffset) and the coordinator epoch of its last marker. The unstable
+// transactions (ongoing, or completed by a marker the high watermark has not passed) are kept in
+// first-offset order: the first one is the first unstable offset, and the last stable offset is
+// min(it, high watermark). A non-transactional batch from a producer with a transaction ongoing
+// is INVALID_TXN_STATE; a producer with a transaction ongoing never expires.
 //
 // Rules (non-transactional idempotence, Kafka 3.x semantics):
 //   - an unknown producer id is accepted at any sequence (its state may have expired);
@@ -58,6 +64,21 @@ type producerEntry struct {
 	epoch int16
 	// batches holds the most recent batches, oldest first (at most producerBatchesKept).
 	batches []producerBatch
+	// coordinatorEpoch is the coordinator epoch of the producer's last transaction marker (-1
+	// none); txnFirstOffset the first offset of its ongoing transaction (-1 none), Kafka's
+	// currentTxnFirstOffset; lastTimestamp the timestamp of its last batch or marker.
+	coordinatorEpoch int32
+	txnFirstOffset   int64
+	lastTimestamp    int64
+}
+
+// txnState is one transaction that keeps the last stable offset down: ongoing (lastOffset -1),
+// or completed by its marker at lastOffset while the high watermark has not passed the marker
+// (Kafka's ongoingTxns and unreplicatedTxns).
+type txnState struct {
+	producerID  int64
+	firstOffset int64
+	lastOffset  int64
 }
 
 func (e *producerEntry) last() *producerBatch {
@@ -70,9 +91,93 @@ func (e *producerEntry) last() *producerBatch {
 // producerState is a partition's producer table. Guarded by the log's append lock.
 type producerState struct {
 	producers map[int64]*producerEntry
+	// txns are the unstable transactions in first-offset order (appends come in offset order).
+	txns []txnState
 }
 
 func newProducerState() *producerState { return &producerState{producers: map[int64]*producerEntry{}} }
+
+func newProducerEntry(epoch int16) *producerEntry {
+	return &producerEntry{epoch: epoch, coordinatorEpoch: noCoordinatorEpoch, txnFirstOffset: noTxnFirstOffset}
+}
+
+// checkMarker validates a transaction marker written as the leader (Kafka's
+// ProducerAppendInfo.appendEndTxnMarker for the coordinator origin): an epoch older than the
+// producer's is INVALID_PRODUCER_EPOCH (with transaction version 2, where the coordinator bumps
+// the epoch before the marker, also an equal one, unless no transaction is ongoing: a retried
+// marker); a coordinator epoch older than the last marker's TRANSACTION_COORDINATOR_FENCED.
+func (ps *producerState) checkMarker(producerID int64, epoch int16, coordinatorEpoch int32, txnVersion int16) error {
+	e, ok := ps.producers[producerID]
+	if !ok {
+		return nil
+	}
+	invalid := epoch < e.epoch
+	if txnVersion >= 2 {
+		invalid = epoch <= e.epoch && !(epoch == e.epoch && e.txnFirstOffset < 0)
+	}
+	if invalid {
+		return fmt.Errorf("marker of producer %d has epoch %d, last seen %d: %w", producerID, epoch, e.epoch, kerr.InvalidProducerEpoch)
+	}
+	if e.coordinatorEpoch > coordinatorEpoch {
+		return fmt.Errorf("marker of producer %d has coordinator epoch %d, last seen %d: %w", producerID, coordinatorEpoch, e.coordinatorEpoch, kerr.TransactionCoordinatorFenced)
+	}
+	return nil
+}
+
+// completeTxn applies a marker at offset: the producer's ongoing transaction (if any) ends. It
+// returns the transaction's first offset, or -1 when none was ongoing (a marker without data:
+// nothing to index, the last stable offset does not move), and the last stable offset right
+// after it completes (Kafka's ProducerStateManager.lastStableOffset: the first offset of the
+// next ongoing transaction of another producer, else the marker's offset + 1).
+func (ps *producerState) completeTxn(producerID int64, epoch int16, coordinatorEpoch int32, offset, ts int64) (firstOffset, lso int64) {
+	e, ok := ps.producers[producerID]
+	if !ok {
+		e = newProducerEntry(epoch)
+		ps.producers[producerID] = e
+	}
+	firstOffset = e.txnFirstOffset
+	if epoch != e.epoch {
+		e.epoch = epoch
+		e.batches = e.batches[:0]
+	}
+	e.coordinatorEpoch = coordinatorEpoch
+	e.txnFirstOffset = noTxnFirstOffset
+	e.lastTimestamp = ts
+	if firstOffset < 0 {
+		return -1, -1
+	}
+	lso = offset + 1
+	for i := range ps.txns {
+		t := &ps.txns[i]
+		if t.producerID == producerID && t.firstOffset == firstOffset && t.lastOffset < 0 {
+			t.lastOffset = offset
+		} else if t.lastOffset < 0 && t.producerID != producerID && lso == offset+1 {
+			lso = t.firstOffset
+		}
+	}
+	return firstOffset, lso
+}
+
+// pruneTxns forgets completed transactions whose marker is below the high watermark (Kafka's
+// onHighWatermarkUpdated).
+func (ps *producerState) pruneTxns(hw int64) {
+	n := 0
+	for _, t := range ps.txns {
+		if t.lastOffset < 0 || t.lastOffset >= hw {
+			ps.txns[n] = t
+			n++
+		}
+	}
+	ps.txns = ps.txns[:n]
+}
+
+// ongoingTxnFirstOffset returns a producer's current transaction's first offset, -1 if none.
+func (ps *producerState) ongoingTxnFirstOffset(producerID int64) int64 {
+	if e, ok := ps.producers[producerID]; ok {
+		return e.txnFirstOffset
+	}
+	return -1
+}
 
 // errDuplicate carries the original offsets of a retried batch.
 type duplicateError struct{ first, last int64 }
@@ -96,6 +201,9 @@ func (ps *producerState) check(h *record.Header) error {
 	switch {
 	case h.ProducerEpoch < e.epoch:
 		return fmt.Errorf("producer %d epoch %d is older than %d: %w", h.ProducerID, h.ProducerEpoch, e.epoch, kerr.InvalidProducerEpoch)
+	case e.txnFirstOffset >= 0 && !h.IsTransactional():
+		// Kafka's appendDataBatch: a non-transactional write while a transaction is ongoing.
+		return fmt.Errorf("producer %d has a transaction ongoing since offset %d, the batch is not transactional: %w", h.ProducerID, e.txnFirstOffset, kerr.InvalidTxnState)
 	case h.ProducerEpoch > e.epoch:
 		if firstSeq != 0 {
 			return fmt.Errorf("producer %d new epoch %d starts at sequence %d, not 0: %w", h.ProducerID, h.ProducerEpoch, firstSeq, kerr.OutOfOrderSequenceNumber)
@@ -121,12 +229,18 @@ func (ps *producerState) update(h *record.Header) {
 	}
 	e, ok := ps.producers[h.ProducerID]
 	if !ok {
-		e = &producerEntry{epoch: h.ProducerEpoch}
+		e = newProducerEntry(h.ProducerEpoch)
 		ps.producers[h.ProducerID] = e
 	}
 	if h.ProducerEpoch != e.epoch {
 		e.epoch = h.ProducerEpoch
 		e.batches = e.batches[:0]
+	}
+	e.lastTimestamp = h.MaxTimestamp
+	if h.IsTransactional() && e.txnFirstOffset < 0 {
+		// The producer's transaction begins (Kafka's appendDataBatch).
+		e.txnFirstOffset = h.BaseOffset
+		ps.txns = append(ps.txns, txnState{producerID: h.ProducerID, firstOffset: h.BaseOffset, lastOffset: -1})
 	}
 	b := producerBatch{firstSeq: h.BaseSequence, lastSeq: seqAdd(h.BaseSequence, h.LastOffsetDelta),
 		firstOffset: h.BaseOffset, lastOffset: h.LastOffset(), timestamp: h.MaxTimestamp}
@@ -137,31 +251,16 @@ func (ps *producerState) update(h *record.Header) {
 	e.batches = append(e.batches, b)
 }
 
-// truncate forgets batches at or after offset (a log truncation); producers left without
-// batches are removed.
-func (ps *producerState) truncate(offset int64) {
-	for id, e := range ps.producers {
-		n := 0
-		for _, b := range e.batches {
-			if b.lastOffset < offset {
-				e.batches[n] = b
-				n++
-			}
-		}
-		e.batches = e.batches[:n]
-		if n == 0 {
-			delete(ps.producers, id)
-		}
-	}
-}
-
 // expire removes the producers whose last write is expirationMs old or older at nowMs (Kafka's
 // ProducerStateManager.isProducerExpired: now - lastTimestamp >= producer.id.expiration.ms, the
 // last timestamp being the max timestamp of the producer's last batch) and returns how many.
 func (ps *producerState) expire(nowMs, expirationMs int64) int {
 	n := 0
 	for id, e := range ps.producers {
-		if last := e.last(); last == nil || nowMs-last.timestamp >= expirationMs {
+		if e.txnFirstOffset >= 0 {
+			continue // Kafka never expires a producer with a transaction ongoing
+		}
+		if nowMs-e.lastTimestamp >= expirationMs {
 			delete(ps.producers, id)
 			n++
 		}
@@ -197,10 +296,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // first offset int64.
 func (ps *producerState) encodeSnapshot() []byte {
 	ids := make([]int64, 0, len(ps.producers))
-	for id, e := range ps.producers {
-		if e.last() != nil {
-			ids = append(ids, id)
-		}
+	for id := range ps.producers {
+		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	b := make([]byte, 0, snapshotHeaderSize+len(ids)*snapshotEntrySize)
@@ -209,15 +306,20 @@ func (ps *producerState) encodeSnapshot() []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(ids)))
 	for _, id := range ids {
 		e := ps.producers[id]
-		last := e.last()
+		// A producer without a batch (only a marker since its epoch changed) is written as
+		// Kafka writes an empty entry: last sequence and last offset -1.
+		lastSeq, lastOffset, delta := int32(-1), int64(-1), int32(0)
+		if last := e.last(); last != nil {
+			lastSeq, lastOffset, delta = last.lastSeq, last.lastOffset, int32(last.lastOffset-last.firstOffset)
+		}
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 		b = binary.BigEndian.AppendUint16(b, uint16(e.epoch))
-		b = binary.BigEndian.AppendUint32(b, uint32(last.lastSeq))
-		b = binary.BigEndian.AppendUint64(b, uint64(last.lastOffset))
-		b = binary.BigEndian.AppendUint32(b, uint32(last.lastOffset-last.firstOffset))
-		b = binary.BigEndian.AppendUint64(b, uint64(last.timestamp))
-		b = binary.BigEndian.AppendUint32(b, 0xffffffff)         // coordinator epoch: none
-		b = binary.BigEndian.AppendUint64(b, 0xffffffffffffffff) // current transaction first offset: none
+		b = binary.BigEndian.AppendUint32(b, uint32(lastSeq))
+		b = binary.BigEndian.AppendUint64(b, uint64(lastOffset))
+		b = binary.BigEndian.AppendUint32(b, uint32(delta))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.lastTimestamp))
+		b = binary.BigEndian.AppendUint32(b, uint32(e.coordinatorEpoch))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.txnFirstOffset))
 	}
 	binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], castagnoli))
 	return b
@@ -247,11 +349,22 @@ func decodeSnapshot(b []byte) (*producerState, error) {
 		lastOffset := int64(be.Uint64(p[14:]))
 		delta := int32(be.Uint32(p[22:]))
 		ts := int64(be.Uint64(p[26:]))
-		firstSeq := int32((int64(lastSeq) - int64(delta) + math.MaxInt32 + 1) % (math.MaxInt32 + 1))
-		ps.producers[id] = &producerEntry{epoch: epoch, batches: []producerBatch{{
-			firstSeq: firstSeq, lastSeq: lastSeq, firstOffset: lastOffset - int64(delta), lastOffset: lastOffset, timestamp: ts,
-		}}}
+		e := newProducerEntry(epoch)
+		e.lastTimestamp = ts
+		e.coordinatorEpoch = int32(be.Uint32(p[34:]))
+		if txnFirst := int64(be.Uint64(p[38:])); txnFirst >= 0 {
+			e.txnFirstOffset = txnFirst
+			ps.txns = append(ps.txns, txnState{producerID: id, firstOffset: txnFirst, lastOffset: -1})
+		}
+		if lastOffset >= 0 && lastSeq >= 0 && delta >= 0 {
+			firstSeq := int32((int64(lastSeq) - int64(delta) + math.MaxInt32 + 1) % (math.MaxInt32 + 1))
+			e.batches = []producerBatch{{
+				firstSeq: firstSeq, lastSeq: lastSeq, firstOffset: lastOffset - int64(delta), lastOffset: lastOffset, timestamp: ts,
+			}}
+		}
+		ps.producers[id] = e
 	}
+	sort.Slice(ps.txns, func(i, j int) bool { return ps.txns[i].firstOffset < ps.txns[j].firstOffset })
 	return ps, nil
 }
 

@@ -91,6 +91,10 @@ func validate(b []byte, p *Policy, stamp bool) (Header, error) {
 	if h.IsControl() {
 		return h, fmt.Errorf("clients are not allowed to write control records: %w", kerr.InvalidRecord)
 	}
+	if h.IsTransactional() && h.ProducerID < 0 {
+		// Kafka's LogValidator: a transactional batch needs a producer id.
+		return h, fmt.Errorf("transactional record batch without a producer id: %w", kerr.InvalidRecord)
+	}
 	if h.ProducerID >= 0 && h.BaseSequence < 0 {
 		return h, fmt.Errorf("invalid sequence number %d in record batch with producerId %d: %w", h.BaseSequence, h.ProducerID, kerr.InvalidRecord)
 	}

@@ -41,6 +41,13 @@
 // descriptor or mapping left) is closed and its files removed, so the create can be retried. Files
 // are created with vfs.FileMode (0600).
 //
+// Aborted transactions (txnindex.go): <base>.txnindex in Kafka's format (34-byte entries:
+// version, producer id, first offset, last offset = the ABORT marker's, last stable offset),
+// created at the segment's first aborted transaction, held in memory once read, written by
+// AppendAbortedTxn, made durable by Sync, cut by TruncateTo and recovery, renamed and deleted with
+// the segment's other files; it holds no descriptor between uses. CollectAbortedTxns answers a
+// read_committed fetch.
+//
 // Compaction (swap.go): a cleaner builds a segment under <name>.cleaned (CreateCleaned,
 // AppendCleaned), renames its files to .swap and then to the plain names (RenameFiles, the .log
 // last); OpenSwap reopens a .swap left by a crash. Delete removes the files under the names they

@@ -15,12 +15,13 @@ import (
 	"github.com/weir-mq/weir/record"
 )
 
-// Sync fdatasyncs the .log: every byte appended before the call is durable when it returns.
+// Sync fdatasyncs the .log (and the .txnindex when it changed): every byte appended before the
+// call is durable when it returns.
 func (s *Segment) Sync() error {
 	if err := s.log.Sync(); err != nil {
 		return fmt.Errorf("sync segment %s: %w", s.log.Name(), err)
 	}
-	return nil
+	return s.syncTxn()
 }
 
 // MarkInactive is called by the log's appender when the segment stops being the active one: the
@@ -200,6 +201,11 @@ func (s *Segment) RecoverTail() (res RecoverResult, err error) {
 	s.size.Store(pos)
 	s.nextOffset.Store(next)
 	res.Truncated = fileSize - pos
+	// Aborted transactions whose marker did not survive leave the .txnindex (the log replays
+	// the markers past its recovery point and adds back any entry missing).
+	if err := s.truncateTxn(next); err != nil {
+		return res, fmt.Errorf("recover %s: %w", s.log.Name(), err)
+	}
 	return res, nil
 }
 
@@ -224,6 +230,9 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 	}
 	s.offsetIndex.TruncateTo(h.BaseOffset)
 	s.timeIndex.TruncateTo(h.BaseOffset)
+	if err := s.truncateTxn(h.BaseOffset); err != nil {
+		return 0, err
+	}
 	s.maxTimestamp.Store(record.NoTimestamp)
 	s.offsetOfMaxTimestamp = s.baseOffset
 	s.bytesSinceLastIndexEntry = 0
@@ -257,7 +266,7 @@ func (s *Segment) Close() error {
 // reference keep reading from the open descriptors.
 func (s *Segment) Delete() error {
 	var firstErr error
-	for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+	for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
 		p := filepath.Join(s.dir, FileName(s.baseOffset, suffix)+s.suffix)
 		if err := s.fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) && firstErr == nil {
 			firstErr = fmt.Errorf("delete segment file %s: %w", p, err)
@@ -279,8 +288,8 @@ func (s *Segment) RenameDeleted() ([]string, error) {
 	if err := s.RenameFiles(DeletedSuffix); err != nil {
 		return nil, err
 	}
-	paths := make([]string, 0, 3)
-	for _, kind := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+	paths := make([]string, 0, 4)
+	for _, kind := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
 		paths = append(paths, filepath.Join(s.dir, FileName(s.baseOffset, kind)+DeletedSuffix))
 	}
 	s.Release()

@@ -118,6 +118,8 @@ type Segment struct {
 	fd          int
 	offsetIndex *index.OffsetIndex
 	timeIndex   *index.TimeIndex
+	// txn is the aborted transaction index (.txnindex, txnindex.go), its file made lazily.
+	txn txnIndex
 
 	// size is the number of valid bytes in .log, published after each append.
 	size atomic.Int64
@@ -571,4 +573,17 @@ func (s *Segment) scanMapped(m mmap.MMap, pos, offset int64) (_ int64, h record.
 		}
 		pos += h.Size()
 	}
+}
+
+// ReadBatchAt reads the whole batch whose header is h at pos (a small control batch, for the
+// log's producer-state replay). It allocates.
+func (s *Segment) ReadBatchAt(pos int64, h *record.Header) ([]byte, error) {
+	if h.Size() > 1<<20 {
+		return nil, fmt.Errorf("read batch of %d bytes at %d of %s: too large", h.Size(), pos, s.log.Name())
+	}
+	b := make([]byte, h.Size())
+	if err := s.readAt(b, pos); err != nil {
+		return nil, err
+	}
+	return b, nil
 }

@@ -74,6 +74,9 @@ func (s *Segment) RenameFiles(suffix string) error {
 			return err
 		}
 	}
+	if err := s.renameTxn(suffix); err != nil {
+		return err
+	}
 	from := filepath.Join(s.dir, FileName(s.baseOffset, LogSuffix)+s.suffix)
 	to := filepath.Join(s.dir, FileName(s.baseOffset, LogSuffix)+suffix)
 	if err := s.fsys.Rename(from, to); err != nil {
@@ -116,10 +119,10 @@ func (s *Segment) AppendCleaned(batches []byte) error {
 	return nil
 }
 
-// RemoveFiles removes the .log, .index and .timeindex of baseOffset carrying suffix; missing files
+// RemoveFiles removes the .log, .index, .timeindex and .txnindex of baseOffset carrying suffix; missing files
 // are not an error. The caller syncs the directory.
 func RemoveFiles(fsys vfs.FS, dir string, baseOffset int64, suffix string) error {
-	for _, kind := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+	for _, kind := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
 		p := filepath.Join(dir, FileName(baseOffset, kind)+suffix)
 		if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove %s: %w", p, err)

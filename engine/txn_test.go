@@ -1,0 +1,363 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/weir-mq/weir/record"
+	"github.com/weir-mq/weir/segment"
+	"github.com/weir-mq/weir/vfs"
+)
+
+// txnBatch builds a transactional batch of n records from producer pid.
+func txnBatch(pid int64, epoch int16, seq int32, n int) []byte {
+	recs := make([]record.Record, n)
+	for i := range recs {
+		recs[i] = record.Record{Key: []byte("k"), Value: []byte("v")}
+	}
+	return record.Build(nil, record.BuildOptions{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq,
+		Attributes: record.AttrTransactional}, recs)
+}
+
+func openTxnLog(t *testing.T, dir string, clean bool) *Log {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 4 << 10
+	l, err := OpenLog(OpenOptions{Dir: dir, Topic: "t", Config: cfg, CleanShutdown: clean})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func mustAppend(t *testing.T, l *Log, b []byte) AppendInfo {
+	t.Helper()
+	info, err := l.Append(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AwaitDurable(info.LastOffset + 1); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func mustMarker(t *testing.T, l *Log, pid int64, epoch int16, commit bool) AppendInfo {
+	t.Helper()
+	info, err := l.AppendMarker(pid, epoch, 0, commit, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AwaitDurable(info.LastOffset + 1); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func TestTxnMarkersLSOAndAbortedIndex(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t-0")
+	l := openTxnLog(t, dir, false)
+	a1 := mustAppend(t, l, txnBatch(1, 0, 0, 3)) // 0-2, producer 1's transaction
+	mustAppend(t, l, offsetBatch(0, 2, 1000))    // 3-4, plain
+	b1 := mustAppend(t, l, txnBatch(2, 0, 0, 2)) // 5-6, producer 2's transaction
+	l.AdvanceHighWatermark(l.LogEndOffset())
+	if lso := l.LastStableOffset(); lso != a1.BaseOffset {
+		t.Fatalf("LSO %d, want %d", lso, a1.BaseOffset)
+	}
+	// A non-transactional batch of producer 1 during its transaction: INVALID_TXN_STATE.
+	plain := record.Build(nil, record.BuildOptions{ProducerID: 1, BaseSequence: 3}, []record.Record{{Key: []byte("k")}})
+	if _, err := l.Append(plain); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("plain batch during a transaction: %v", err)
+	}
+	// Abort producer 1: its marker at 7; the LSO stays until the high watermark passes it.
+	m1 := mustMarker(t, l, 1, 0, false)
+	if lso := l.LastStableOffset(); lso != 0 {
+		t.Fatalf("LSO before the HW passes the marker: %d", lso)
+	}
+	l.AdvanceHighWatermark(l.LogEndOffset())
+	if lso := l.LastStableOffset(); lso != b1.BaseOffset {
+		t.Fatalf("LSO %d, want %d (producer 2 ongoing)", lso, b1.BaseOffset)
+	}
+	// An older coordinator epoch is fenced; an older producer epoch too.
+	if _, err := l.AppendMarker(2, 0, 5, true, 0); err != nil {
+		t.Fatal(err)
+	}
+	l.AdvanceHighWatermark(l.LogEndOffset())
+	mustAppend(t, l, txnBatch(2, 0, 2, 1))
+	if _, err := l.AppendMarker(2, 0, 4, true, 0); !errors.Is(err, kerr.TransactionCoordinatorFenced) {
+		t.Fatalf("older coordinator epoch: %v", err)
+	}
+	mustAppend(t, l, txnBatch(3, 5, 0, 1))
+	if _, err := l.AppendMarker(3, 4, 0, true, 0); !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("older producer epoch: %v", err)
+	}
+	if _, err := l.Append(txnBatch(3, 4, 1, 1)); !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("fenced transactional batch: %v", err)
+	}
+	want := []AbortedTxn{{ProducerID: 1, FirstOffset: 0, LastOffset: m1.BaseOffset, LastStableOffset: b1.BaseOffset}}
+	got, err := l.AbortedTransactions(nil, 0, l.LastStableOffset())
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("aborted %v %v, want %v", got, err, want)
+	}
+	if got, _ := l.AbortedTransactions(nil, m1.BaseOffset+1, l.LastStableOffset()); len(got) != 0 {
+		t.Fatalf("aborted after the marker: %v", got)
+	}
+	// read_committed reads stop at the LSO.
+	lso := l.LastStableOffset()
+	sl, err := l.Read(0, 1<<20, ReadCommitted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var end int64
+	buf := make([]byte, sl.Length)
+	if _, err := sl.File.ReadAt(buf, sl.Position); err != nil {
+		t.Fatal(err)
+	}
+	sl.Release()
+	for p := buf; len(p) > 0; {
+		h, err := record.ParseHeader(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end = h.NextOffset()
+		p = p[h.Size():]
+	}
+	if end != lso {
+		t.Fatalf("read_committed read ends at %d, LSO %d", end, lso)
+	}
+	// .txnindex bytes: one 34-byte entry.
+	b, err := os.ReadFile(filepath.Join(dir, segment.FileName(0, segment.TxnIndexSuffix)))
+	if err != nil || len(b) != segment.TxnEntrySize {
+		t.Fatalf("txnindex %x %v", b, err)
+	}
+
+	// Snapshot with ongoing transactions: a clean close and reopen keeps them.
+	ongoing := l.Producers()
+	lsoBefore := l.LastStableOffset()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openTxnLog(t, dir, true)
+	if !reflect.DeepEqual(l.Producers(), ongoing) {
+		t.Fatalf("producers after reopen %+v, want %+v", l.Producers(), ongoing)
+	}
+	if l.LastStableOffset() != lsoBefore {
+		t.Fatalf("LSO after reopen %d, want %d", l.LastStableOffset(), lsoBefore)
+	}
+	// Truncation below the abort marker drops the .txnindex entry and reopens the transaction.
+	if err := l.TruncateTo(m1.BaseOffset); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.AbortedTransactions(nil, 0, 1<<40); len(got) != 0 {
+		t.Fatalf("aborted after truncation: %v", got)
+	}
+	l.AdvanceHighWatermark(l.LogEndOffset())
+	if l.LastStableOffset() != 0 {
+		t.Fatalf("LSO after truncation %d", l.LastStableOffset())
+	}
+	l.Close()
+}
+
+func TestTxnRecoveryRebuildsIndexAndOngoing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t-0")
+	l := openTxnLog(t, dir, false)
+	var aborted []AbortedTxn
+	seqs := map[int64]int32{}
+	var lastMarker, lastFirst int64
+	for i := 0; i < 40; i++ { // several segments, aborts in each
+		pid := int64(10 + i%3)
+		info := mustAppend(t, l, txnBatch(pid, 0, seqs[pid], 2))
+		mustAppend(t, l, txnBatch(pid, 0, seqs[pid]+2, 1))
+		seqs[pid] += 3
+		l.AdvanceHighWatermark(l.LogEndOffset())
+		if i%2 == 0 {
+			m := mustMarker(t, l, pid, 0, false)
+			aborted = append(aborted, AbortedTxn{ProducerID: pid, FirstOffset: info.BaseOffset, LastOffset: m.BaseOffset})
+		} else {
+			lastMarker = mustMarker(t, l, pid, 0, true).BaseOffset
+			lastFirst = info.BaseOffset
+		}
+		l.AdvanceHighWatermark(l.LogEndOffset())
+	}
+	open := mustAppend(t, l, txnBatch(99, 0, 0, 1)) // left ongoing by the "crash"
+	l.AdvanceHighWatermark(l.LogEndOffset())
+	want, _ := l.AbortedTransactions(nil, 0, 1<<40)
+	if len(want) != len(aborted) {
+		t.Fatalf("%d aborted entries, want %d", len(want), len(aborted))
+	}
+	// Crash: copy the files as they are (no clean close), losing every .txnindex and snapshot.
+	crashed := filepath.Join(t.TempDir(), "t-0")
+	os.MkdirAll(crashed, 0o755)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if filepath.Ext(e.Name()) == ".txnindex" || filepath.Ext(e.Name()) == ".snapshot" {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		os.WriteFile(filepath.Join(crashed, e.Name()), b, 0o600)
+	}
+	l.Close()
+	r := openTxnLog(t, crashed, false)
+	defer r.Close()
+	got, err := r.AbortedTransactions(nil, 0, 1<<40)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("rebuilt aborted %v %v\nwant %v", got, err, want)
+	}
+	if lso := r.LastStableOffset(); lso != open.BaseOffset {
+		t.Fatalf("LSO after recovery %d, want %d", lso, open.BaseOffset)
+	}
+	// A high watermark restored below the last marker: its transaction, completed by the
+	// replay, is not stable yet (Kafka's unreplicated transactions).
+	if err := r.SetHighWatermark(lastMarker); err != nil {
+		t.Fatal(err)
+	}
+	if lso := r.LastStableOffset(); lso != lastFirst {
+		t.Fatalf("LSO with the high watermark at the last marker %d: %d, want %d", lastMarker, lso, lastFirst)
+	}
+	r.SetHighWatermark(r.LogEndOffset())
+	found := false
+	for _, p := range r.Producers() {
+		if p.ProducerID == 99 && p.TxnStartOffset == open.BaseOffset {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("ongoing transaction lost: %+v", r.Producers())
+	}
+}
+
+// TestTxnCleanerKeepsTransactions: compaction keeps transactional and control batches whole,
+// transactional records never shadow older records of their key, and the .txnindex entries go
+// into the cleaned segment.
+func TestTxnCleanerKeepsTransactions(t *testing.T) {
+	clock := newTestClock()
+	cfg := compactConfig(clock)
+	dir := filepath.Join(t.TempDir(), "compacted-0")
+	l := openCompacted(t, vfs.OS, dir, cfg, false, 0)
+	defer l.Close()
+	kv := func(k, v string) record.Record { return record.Record{Key: []byte(k), Value: []byte(v)} }
+	plain := func(recs ...record.Record) {
+		if _, err := l.Append(record.Build(nil, record.BuildOptions{ProducerID: -1, BaseSequence: -1}, recs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn := func(pid int64, seq int32, recs ...record.Record) {
+		if _, err := l.Append(record.Build(nil, record.BuildOptions{ProducerID: pid, BaseSequence: seq, Attributes: record.AttrTransactional}, recs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain(kv("a", "1"), kv("b", "1"))                            // 0-1
+	txn(7, 0, kv("a", "aborted"))                                // 2: aborted below
+	txn(8, 0, kv("b", "committed"))                              // 3
+	if _, err := l.AppendMarker(7, 0, 0, false, 0); err != nil { // 4
+		t.Fatal(err)
+	}
+	if _, err := l.AppendMarker(8, 0, 0, true, 0); err != nil { // 5
+		t.Fatal(err)
+	}
+	plain(kv("c", "1"), kv("c", "2")) // 6-7: compacted to c=2
+	want, _ := l.AbortedTransactions(nil, 0, 1<<40)
+	sealAll(t, l)
+	plain(kv("d", "1")) // the active segment
+	c := NewCleaner(CleanerConfig{DedupeBufferSize: 1 << 20})
+	mustClean(t, c, l)
+	recs, hs := storedRecords(t, l)
+	var got []string
+	for _, r := range recs {
+		got = append(got, fmt.Sprintf("%d:%s=%s", r.offset, r.key, r.value))
+	}
+	wantRecs := []string{"0:a=1", "1:b=1", "2:a=aborted", "3:b=committed", "7:c=2", "8:d=1"}
+	controls := 0
+	for _, h := range hs {
+		if h.IsControl() {
+			controls++
+		}
+	}
+	// storedRecords skips control records' key/value pairs or lists them: accept both.
+	var data []string
+	for _, g := range got {
+		if !strings.HasPrefix(g, "4:") && !strings.HasPrefix(g, "5:") {
+			data = append(data, g)
+		}
+	}
+	if !reflect.DeepEqual(data, wantRecs) || controls != 2 {
+		t.Fatalf("after cleaning %v (%d control batches), want %v and 2", got, controls, wantRecs)
+	}
+	after, err := l.AbortedTransactions(nil, 0, 1<<40)
+	if err != nil || !reflect.DeepEqual(after, want) || len(want) != 1 {
+		t.Fatalf("aborted after cleaning %v %v, want %v", after, err, want)
+	}
+	noLeftovers(t, dir)
+}
+
+// TestTxnFollowerCopiesMarkers: a follower appending its leader's bytes (AppendStored, the
+// replica fetcher's path) gets the same .txnindex files, producer state and last stable offset.
+func TestTxnFollowerCopiesMarkers(t *testing.T) {
+	base := t.TempDir()
+	leader := openTxnLog(t, filepath.Join(base, "leader", "t-0"), false)
+	defer leader.Close()
+	follower := openTxnLog(t, filepath.Join(base, "follower", "t-0"), false)
+	defer follower.Close()
+	seqs := map[int64]int32{}
+	for i := 0; i < 60; i++ {
+		pid := int64(20 + i%4)
+		mustAppend(t, leader, txnBatch(pid, 0, seqs[pid], 3))
+		seqs[pid] += 3
+		if i%4 == 3 {
+			for p := int64(20); p < 24; p++ {
+				mustMarker(t, leader, p, 0, (i/4+int(p))%2 == 0)
+			}
+		}
+	}
+	mustAppend(t, leader, txnBatch(30, 0, 0, 1)) // open on both
+	leader.AdvanceHighWatermark(leader.LogEndOffset())
+	// Replicate in fetch-sized pieces, as the follower fetcher does.
+	for follower.LogEndOffset() < leader.LogEndOffset() {
+		sl, err := leader.Read(follower.LogEndOffset(), 1500, ReadUpToLogEnd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, sl.Length)
+		if _, err := sl.File.ReadAt(buf, sl.Position); err != nil {
+			t.Fatal(err)
+		}
+		sl.Release()
+		// Whole batches only (a fetch may cut the last one).
+		n := 0
+		for n < len(buf) {
+			h, err := record.ParseHeader(buf[n:])
+			if err != nil || int64(n)+h.Size() > int64(len(buf)) {
+				break
+			}
+			n += int(h.Size())
+		}
+		if _, err := follower.AppendStored(buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follower.AdvanceHighWatermark(follower.LogEndOffset())
+	if !reflect.DeepEqual(follower.Producers(), leader.Producers()) {
+		t.Fatalf("follower producers %+v\nleader %+v", follower.Producers(), leader.Producers())
+	}
+	if f, l := follower.LastStableOffset(), leader.LastStableOffset(); f != l {
+		t.Fatalf("follower LSO %d, leader %d", f, l)
+	}
+	files, _ := filepath.Glob(filepath.Join(base, "leader", "t-0", "*.txnindex"))
+	if len(files) < 2 {
+		t.Fatalf("expected aborted transactions in several segments: %v", files)
+	}
+	for _, lf := range files {
+		lb, _ := os.ReadFile(lf)
+		fb, err := os.ReadFile(filepath.Join(base, "follower", "t-0", filepath.Base(lf)))
+		if err != nil || !reflect.DeepEqual(lb, fb) {
+			t.Fatalf("%s differs on the follower (%v)", filepath.Base(lf), err)
+		}
+	}
+}
