@@ -18,8 +18,17 @@ import (
 // partition-then-offset order.
 func readCommitted(t *testing.T, addr, topic string, want int) map[int32][]string {
 	t.Helper()
-	cl := newKgo(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	return readCommittedFrom(t, []string{addr}, topic, want)
+}
+
+func readCommittedFrom(t *testing.T, seeds []string, topic string, want int) map[int32][]string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
 	got := map[int32][]string{}
 	n := 0
 	deadline := time.Now().Add(20 * time.Second)
@@ -121,12 +130,22 @@ func TestTxnFranzCommitAbort(t *testing.T) {
 // offsets, written in the transactions, cover the input.
 func TestTxnGroupTransactSession(t *testing.T) {
 	b := startBroker(t, map[string]string{"group.initial.rebalance.delay.ms": "0"})
-	const in, out, group, n = "txn-etl-in", "txn-etl-out", "txn-etl", 300
-	createTopic(t, b.Addr(), in, 2, nil)
-	createTopic(t, b.Addr(), out, 2, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	createTopic(t, b.Addr(), "txn-etl-in", 2, nil)
+	createTopic(t, b.Addr(), "txn-etl-out", 2, nil)
+	transactSession(t, []string{b.Addr()}, "txn-etl-in", "txn-etl-out", "txn-etl", 300)
+}
+
+// transactSession copies n records written to in into out exactly once through a
+// GroupTransactSession of group, and checks the output (read_committed) and the group's offsets.
+func transactSession(t *testing.T, seeds []string, in, out, group string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	src := newKgo(t, b.Addr(), kgo.DefaultProduceTopic(in))
+	src, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
 	for i := 0; i < n; i++ {
 		src.Produce(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i % 7)), Value: []byte(strconv.Itoa(i))}, nil)
 	}
@@ -134,17 +153,17 @@ func TestTxnGroupTransactSession(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(b.Addr()), kgo.TransactionalID("etl-tx"), kgo.ConsumerGroup(group),
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(seeds...), kgo.TransactionalID(group+"-tx"), kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(in), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DefaultProduceTopic(out), kgo.TransactionTimeout(30*time.Second), kgo.FetchMaxWait(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	done := 0
-	for rounds := 0; done < n && rounds < 500 && ctx.Err() == nil; rounds++ {
+	done, txns := 0, 0
+	for rounds := 0; done < n && rounds < 2000 && ctx.Err() == nil; rounds++ {
 		pctx, pcancel := context.WithTimeout(ctx, time.Second)
-		fs := sess.PollFetches(pctx)
+		fs := sess.PollRecords(pctx, 40) // at most 40 records a transaction: many transactions, one epoch
 		pcancel()
 		if fs.NumRecords() == 0 {
 			continue
@@ -165,12 +184,14 @@ func TestTxnGroupTransactSession(t *testing.T) {
 		}
 		if committed {
 			done += fs.NumRecords()
+			txns++
 		}
 	}
-	if done < n {
-		t.Fatalf("transformed %d of %d records", done, n)
+	if done < n || txns < 2 {
+		t.Fatalf("transformed %d of %d records in %d transactions", done, n, txns)
 	}
-	got := readCommitted(t, b.Addr(), out, n)
+	t.Logf("%d records in %d transactions", done, txns)
+	got := readCommittedFrom(t, seeds, out, n)
 	seen := map[string]int{}
 	total := 0
 	for _, vs := range got {
@@ -187,14 +208,18 @@ func TestTxnGroupTransactSession(t *testing.T) {
 			t.Fatalf("output record out-%d seen %d times", i, seen["out-"+strconv.Itoa(i)])
 		}
 	}
-	adm := kadm.NewClient(newKgo(t, b.Addr()))
-	offs, err := adm.FetchOffsets(ctx, group)
+	acl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer acl.Close()
+	offs, err := kadm.NewClient(acl).FetchOffsets(ctx, group)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sum int64
 	offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
-	if sum != n {
+	if sum != int64(n) {
 		t.Fatalf("group offsets sum to %d, want %d: %+v", sum, n, offs)
 	}
 }
@@ -245,4 +270,55 @@ func TestTxnSaramaCommitAbort(t *testing.T) {
 	if want := []string{"s1", "s2", "s3"}; !slices.Equal(got[0], want) {
 		t.Fatalf("read_committed %q, want %q", got[0], want)
 	}
+}
+
+// TestClusterTxn: transactions on 3 brokers: __transaction_state with replication factor 3,
+// markers written to partition leaders on other brokers (WriteTxnMarkers over the inter-broker
+// listener), commit and abort seen by read_committed, and a GroupTransactSession copy.
+func TestClusterTxn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process cluster")
+	}
+	c := startCluster(t, 3, nil)
+	adm := kadm.NewClient(c.client())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, topic := range []string{"ctxn", "ctxn-in", "ctxn-out"} {
+		if _, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := c.client(kgo.TransactionalID("cluster-tx"), kgo.DefaultProduceTopic("ctxn"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	run := func(commit bool, tag string) {
+		t.Helper()
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for part := int32(0); part < 3; part++ {
+			if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte(tag + strconv.Itoa(int(part)))}).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+		}
+		if err := p.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("end: %v", err)
+		}
+	}
+	run(true, "c")
+	run(false, "a")
+	run(true, "d")
+	got := readCommittedFrom(t, c.addrs(), "ctxn", 6)
+	for part := int32(0); part < 3; part++ {
+		want := []string{"c" + strconv.Itoa(int(part)), "d" + strconv.Itoa(int(part))}
+		if !slices.Equal(got[part], want) {
+			t.Fatalf("partition %d read_committed %q, want %q", part, got[part], want)
+		}
+	}
+	ts, err := adm.ListTopics(ctx, txnStateTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ts[txnStateTopic]; len(d.Partitions) != 50 || len(d.Partitions[0].Replicas) != 3 {
+		t.Fatalf("%s: %d partitions, %v", txnStateTopic, len(d.Partitions), d.Partitions[0])
+	}
+	transactSession(t, c.addrs(), "ctxn-in", "ctxn-out", "ctxn-group", 300)
 }
