@@ -3,8 +3,11 @@ package broker
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -321,4 +324,54 @@ func TestClusterTxn(t *testing.T) {
 		t.Fatalf("%s: %d partitions, %v", txnStateTopic, len(d.Partitions), d.Partitions[0])
 	}
 	transactSession(t, c.addrs(), "ctxn-in", "ctxn-out", "ctxn-group", 300)
+}
+
+// TestTxnJavaMessageCopier: Kafka's own TransactionalMessageCopier (the Java client 4.x,
+// consume-transform-produce with sendOffsetsToTransaction and group metadata, random aborts)
+// copies a partition exactly once; then TransactionsCommand (kafka-transactions.sh) lists and
+// describes its transactional id. Kafka jars: WEIR_KAFKA_LIBS=<folder of jars>.
+func TestTxnJavaMessageCopier(t *testing.T) {
+	libs := os.Getenv("WEIR_KAFKA_LIBS")
+	if libs == "" {
+		t.Skip("WEIR_KAFKA_LIBS not set: the Java client is not available")
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Skip("no java")
+	}
+	b := startBroker(t, map[string]string{"group.initial.rebalance.delay.ms": "0"})
+	addr := b.Addr()
+	const in, out, n = "java-copy-in", "java-copy-out", 1000
+	createTopic(t, addr, in, 1, nil)
+	createTopic(t, addr, out, 1, nil)
+	var recs []testRecord
+	for i := range n {
+		recs = append(recs, testRecord{Value: []byte(strconv.Itoa(i))})
+	}
+	produceTestRecords(t, addr, in, recs)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "java", "-cp", libs+"/*", "org.apache.kafka.tools.TransactionalMessageCopier",
+		"--broker-list", addr, "--input-topic", in, "--input-partition", "0", "--output-topic", out,
+		"--consumer-group", "java-copier", "--transactional-id", "java-copier-tx", "--max-messages", strconv.Itoa(n),
+		"--transaction-size", "50", "--enable-random-aborts", "--use-group-metadata")
+	if outp, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("TransactionalMessageCopier: %v\n%s", err, tail(string(outp), 30))
+	}
+	got := readCommitted(t, addr, out, n)
+	if len(got[0]) != n {
+		t.Fatalf("output has %d records, want %d", len(got[0]), n)
+	}
+	for i, v := range got[0] {
+		if v != strconv.Itoa(i) {
+			t.Fatalf("output record %d is %q", i, v)
+		}
+	}
+	for _, args := range [][]string{{"list"}, {"describe", "--transactional-id", "java-copier-tx"}} {
+		cmd := exec.CommandContext(ctx, "java", append([]string{"-cp", libs + "/*", "org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", addr}, args...)...)
+		outp, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(outp), "java-copier-tx") {
+			t.Fatalf("TransactionsCommand %v: %v\n%s", args, err, tail(string(outp), 30))
+		}
+		t.Logf("kafka-transactions.sh %v:\n%s", args, outp)
+	}
 }
