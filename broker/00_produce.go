@@ -28,12 +28,10 @@ package broker
 // are appended in place. Followers append the leader's bytes (AppendStored): never recompressed.
 // A transactional batch needs the request's transactional_id, as in Kafka
 // (TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one), and a request with a transactional_id
-// needs WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition). The engine
-// checks the producer's epoch; KIP-890 part 1's verification (the leader asking the
-// transaction coordinator whether the partition is in the transaction before the first
-// transactional batch) is not done: a client that produces without AddPartitionsToTxn opens a
-// transaction on the partition that no marker ends until the producer's next epoch (see
-// docs/transactions.md).
+// needs WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition). With
+// transaction.partition.verification.enable (KIP-890 part 1, txnverify.go) the leader asks the
+// transaction coordinator whether the partition is in the producer's transaction before the
+// first transactional batch of each transaction on the partition.
 
 import (
 	"errors"
@@ -149,6 +147,8 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 					err = fmt.Errorf("this broker does not lead %s-%d: %w", t.Name, rp.Partition, kerr.NotLeaderForPartition)
 				case req.Acks == -1 && !rep.local && rep.isrSize() < minISR:
 					err = fmt.Errorf("ISR of %s-%d has %d replicas, min.insync.replicas is %d: %w", t.Name, rp.Partition, rep.isrSize(), minISR, kerr.NotEnoughReplicas)
+				case req.TransactionID != nil && b.verifyTxnProduce(*req.TransactionID, tp, rp.Records, &err):
+					// KIP-890 part 1 (txnverify.go): err says why the batch is refused.
 				default:
 					l := rep.log
 					var info engine.AppendInfo

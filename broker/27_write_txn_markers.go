@@ -125,6 +125,7 @@ func (b *Broker) appendTxnMarker(t Topic, p int32, producerID int64, producerEpo
 	if err != nil {
 		return pendingMarker{}, err
 	}
+	b.forgetTxnVerification(engine.TopicPartition{Topic: t.Name, Partition: p}, producerID)
 	if t.Name == offsetsTopic && b.groups.coord != nil {
 		b.groups.coord.CompleteTxn(p, producerID, commit, info.LastOffset)
 	}

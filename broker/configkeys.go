@@ -187,6 +187,7 @@ var (
 	keyTxnStateReplicationFactor        = intKey("transaction.state.log.replication.factor")
 	keyTxnStateMinISR                   = intKey("transaction.state.log.min.isr")
 	keyTxnStateSegmentBytes             = intKey("transaction.state.log.segment.bytes")
+	keyTxnPartitionVerification         = boolKey("transaction.partition.verification.enable")
 	keyControllerQuorumVoters           = stringKey("controller.quorum.voters")
 	keyControllerListener               = stringKey("controller.listener")
 	keyMetadataLogDir                   = stringKey("metadata.log.dir")

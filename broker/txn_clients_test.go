@@ -14,7 +14,13 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/record"
 )
 
 // readCommitted reads every partition of topic from the start with read_committed until want
@@ -478,5 +484,76 @@ func TestClusterTxnCoordinatorKill(t *testing.T) {
 			t.Fatalf("after the kills: read_committed counts %v (committed %v), LSO at the log end: %v", counts, committed, stable)
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// TestTxnProduceVerification: KIP-890 part 1 on the leader: a transactional batch for a
+// partition the producer never added to its transaction is refused (INVALID_TXN_STATE) and
+// nothing is appended; after AddPartitionsToTxn the same batch is accepted.
+func TestTxnProduceVerification(t *testing.T) {
+	b := startBroker(t, nil)
+	const topic, id = "txn-verify", "verify-tx"
+	createTopic(t, b.Addr(), topic, 1, nil)
+	cl := newKgo(t, b.Addr(), kgo.MaxVersions(kversion.V3_0_0())) // Produce v9: topics by name
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType, fc.CoordinatorKey = 1, id
+	if _, err := fc.RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	var pid int64
+	var epoch int16
+	for i := 0; ; i++ { // COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR while the new topic's partitions load
+		ip := kmsg.NewPtrInitProducerIDRequest()
+		ip.TransactionalID, ip.TransactionTimeoutMillis = kmsg.StringPtr(id), 30000
+		resp, err := ip.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode == 0 {
+			pid, epoch = resp.ProducerID, resp.ProducerEpoch
+			break
+		}
+		if i > 50 {
+			t.Fatalf("InitProducerId: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	produce := func() int16 {
+		batch := record.Build(nil, record.BuildOptions{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: 0, Attributes: record.AttrTransactional},
+			[]record.Record{{Value: []byte("x")}})
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis, req.TransactionID = -1, 5000, kmsg.StringPtr(id)
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = batch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		req.Version = 9
+		resp, err := cl.Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	if code := produce(); code != kerr.InvalidTxnState.Code {
+		t.Fatalf("produce to a partition not in the transaction: %v", kerr.ErrorForCode(code))
+	}
+	if end := b.rm.get(engine.TopicPartition{Topic: topic, Partition: 0}).log.LogEndOffset(); end != 0 {
+		t.Fatalf("log end %d after a refused batch", end)
+	}
+	ap := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap.TransactionalID, ap.ProducerID, ap.ProducerEpoch = id, pid, epoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = topic, []int32{0}
+	ap.Topics = append(ap.Topics, at)
+	apr, err := ap.RequestWith(ctx, cl)
+	if err != nil || apr.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v %+v", err, apr)
+	}
+	if code := produce(); code != 0 {
+		t.Fatalf("produce after AddPartitionsToTxn: %v", kerr.ErrorForCode(code))
 	}
 }

@@ -56,6 +56,10 @@ type txnState struct {
 	// peersMu guards peers: the connections to other brokers that markers are sent on.
 	peersMu sync.Mutex
 	peers   map[int32]*markerPeer
+	// verifiedMu guards verified: the (partition, producer) pairs whose current transaction the
+	// coordinator confirmed includes the partition, with the producer epoch (txnverify.go).
+	verifiedMu sync.Mutex
+	verified   map[txnVerifyKey]int16
 	// seqMu serializes the group coordinator's transactional appends (offsetsLog.AppendTxn):
 	// the sequence a batch gets is read from the partition's producer state and must still be
 	// the last one when the batch is appended.
@@ -92,6 +96,7 @@ func (b *Broker) openTxns() error {
 	}
 	b.txns.coord = c
 	b.txns.peers = map[int32]*markerPeer{}
+	b.txns.verified = map[txnVerifyKey]int16{}
 	return nil
 }
 
