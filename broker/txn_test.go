@@ -9,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 	kafka "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -322,5 +323,161 @@ func TestTxnProduceNeedsTransactionalID(t *testing.T) {
 	}
 	if end := f.rep.log.LogEndOffset(); end != 0 {
 		t.Fatalf("log end %d after a refused batch", end)
+	}
+}
+
+// TestTxnAPIsAuthz: WriteTxnMarkers needs CLUSTER_ACTION on the cluster, DescribeProducers READ
+// on the topic.
+func TestTxnAPIsAuthz(t *testing.T) {
+	b := startBroker(t, map[string]string{"authorizer.class.name": testAuthorizer, "super.users": "User:admin"})
+	principalsByClientID(b)
+	_, adm := userClient(t, b, "admin")
+	admCreateTopic(t, adm, "tx-acl", 1, nil)
+	addACLs(t, adm, kadm.NewACLs().Allow("User:alice").Topics("tx-acl").Operations(kadm.OpRead))
+	alice, _ := userClient(t, b, "alice")
+	admin, _ := userClient(t, b, "admin")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	markers := func(cl *kgo.Client) int16 {
+		req := kmsg.NewPtrWriteTxnMarkersRequest()
+		m := kmsg.NewWriteTxnMarkersRequestMarker()
+		m.ProducerID = 42
+		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		mt.Topic, mt.Partitions = "tx-acl", []int32{0}
+		m.Topics = append(m.Topics, mt)
+		req.Markers = append(req.Markers, m)
+		resp, err := cl.Broker(int(b.nodeID)).Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode
+	}
+	if code := markers(alice); code != kerr.ClusterAuthorizationFailed.Code {
+		t.Fatalf("alice WriteTxnMarkers: %v", kerr.ErrorForCode(code))
+	}
+	if code := markers(admin); code != 0 {
+		t.Fatalf("admin WriteTxnMarkers: %v", kerr.ErrorForCode(code))
+	}
+	describe := func(cl *kgo.Client, user string) int16 {
+		req := kmsg.NewPtrDescribeProducersRequest()
+		rt := kmsg.NewDescribeProducersRequestTopic()
+		rt.Topic, rt.Partitions = "tx-acl", []int32{0}
+		req.Topics = append(req.Topics, rt)
+		resp, err := cl.Broker(int(b.nodeID)).Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0]
+		if user == "admin" && (len(p.ActiveProducers) != 1 || p.ActiveProducers[0].ProducerID != 42 || p.ActiveProducers[0].CurrentTxnStartOffset != -1) {
+			t.Fatalf("admin DescribeProducers: %+v", p)
+		}
+		return p.ErrorCode
+	}
+	bob, _ := userClient(t, b, "bob")
+	if code := describe(bob, "bob"); code != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("bob DescribeProducers: %v", kerr.ErrorForCode(code))
+	}
+	if code := describe(alice, "alice"); code != 0 {
+		t.Fatalf("alice DescribeProducers: %v", kerr.ErrorForCode(code))
+	}
+	if code := describe(admin, "admin"); code != 0 {
+		t.Fatalf("admin DescribeProducers: %v", kerr.ErrorForCode(code))
+	}
+}
+
+// TestTxnFetchAbortedList: a raw read_committed Fetch lists the aborted transaction overlapping
+// what it returns and reports the last stable offset; read_uncommitted answers a null list.
+func TestTxnFetchAbortedList(t *testing.T) {
+	f := newTxnFixture(t, "txn-raw")
+	p1, e1 := f.producerID()
+	p2, e2 := f.producerID()
+	f.appendBatch(p1, e1, 0, "a1", "a2") // 0-1, aborted
+	f.appendBatch(p2, e2, 0, "o1")       // 2, left open
+	if err := f.marker(f.topic, p1, e1, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	f.appendBatch(-1, 0, 0, "p1") // 4
+	f.waitHW(f.rep.log.LogEndOffset())
+	for _, v := range []int16{4, 11, 12, 16} {
+		for _, iso := range []int8{0, 1} {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			req := kmsg.NewPtrFetchRequest()
+			req.Version, req.ReplicaID, req.MaxBytes, req.IsolationLevel, req.SessionEpoch = v, -1, 1<<20, iso, -1
+			rt := kmsg.NewFetchRequestTopic()
+			tt, _ := f.b.topics.get(f.topic)
+			rt.Topic, rt.TopicID = f.topic, tt.ID
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, 0, 1<<20, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := f.cl.Broker(int(f.b.nodeID)).Request(ctx, req)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+			if p.ErrorCode != 0 || p.HighWatermark != 5 || p.LastStableOffset != 2 {
+				t.Fatalf("v%d iso %d: error %d hw %d lso %d", v, iso, p.ErrorCode, p.HighWatermark, p.LastStableOffset)
+			}
+			if iso == 0 {
+				if p.AbortedTransactions != nil {
+					t.Fatalf("v%d read_uncommitted aborted list %+v", v, p.AbortedTransactions)
+				}
+				continue
+			}
+			if len(p.AbortedTransactions) != 1 || p.AbortedTransactions[0].ProducerID != p1 || p.AbortedTransactions[0].FirstOffset != 0 {
+				t.Fatalf("v%d read_committed aborted list %+v", v, p.AbortedTransactions)
+			}
+			end := batchesEnd(p.RecordBatches)
+			if end != 2 {
+				t.Fatalf("v%d read_committed records end at %d, want the LSO 2", v, end)
+			}
+		}
+	}
+}
+
+// TestTxnLongPollWakesOnCommit: a read_committed consumer parked in a long poll behind an open
+// transaction gets its records as soon as the COMMIT marker moves the last stable offset, not
+// after max_wait_ms.
+func TestTxnLongPollWakesOnCommit(t *testing.T) {
+	f := newTxnFixture(t, "txn-wake")
+	pid, epoch := f.producerID()
+	f.appendBatch(pid, epoch, 0, "x1", "x2")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.b.Addr()), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{f.topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := make(chan time.Time, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			if fs.NumRecords() > 0 {
+				got <- time.Now()
+				return
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // the fetch is parked (nothing below the LSO)
+	select {
+	case <-got:
+		t.Fatal("records of an open transaction were returned")
+	default:
+	}
+	sent := time.Now()
+	if err := f.marker(f.topic, pid, epoch, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-got:
+		if d := at.Sub(sent); d > 3*time.Second {
+			t.Fatalf("woken %v after the commit", d)
+		}
+		t.Logf("records %v after the commit marker was sent", at.Sub(sent))
+	case <-time.After(8 * time.Second):
+		t.Fatal("the parked read_committed fetch was not woken by the commit")
 	}
 }

@@ -65,7 +65,10 @@
 // high watermark; Read with ReadCommitted stops there and AbortedTransactions lists what a
 // read_committed fetch reports. Snapshots carry each producer's ongoing transaction's first
 // offset and coordinator epoch; open and TruncateTo rebuild the state from the newest snapshot and
-// the batches after it, markers included, which also puts back .txnindex entries a crash lost.
+// the batches after it, markers included. At open the .txnindex of every segment recovery
+// rescanned, and of every segment from the first corrupt index on, is rebuilt from the markers
+// (the snapshots after it are dropped so the replay covers it) and synced. The cleaner keeps
+// transactional and control batches whole (cleaner.go).
 //
 // Idempotent producers (producerstate.go) past producer.id.expiration.ms are forgotten by the
 // Manager every ProducerIDExpirationCheckInterval (Kafka's 10 minutes) and when a log opens.

@@ -45,7 +45,7 @@ func OpenLog(o OpenOptions) (*Log, error) {
 		o.LogDir = NewLogDir(filepath.Dir(o.Dir))
 	}
 	o.Config.fillDefaults()
-	l := &Log{dir: o.Dir, topic: o.Topic, partition: o.Partition, fsys: o.FS, logDir: o.LogDir, budget: o.Budget}
+	l := &Log{dir: o.Dir, topic: o.Topic, partition: o.Partition, fsys: o.FS, logDir: o.LogDir, budget: o.Budget, rebuildTxnFrom: -1}
 	l.cfg.Store(&o.Config)
 	l.clean.cleanedTo.Store(max(o.CleanerCheckpoint, 0))
 	if err := o.FS.MkdirAll(o.Dir, vfs.DirMode); err != nil {
@@ -82,11 +82,25 @@ func OpenLog(o OpenOptions) (*Log, error) {
 	start := max(o.LogStartOffset, segs[0].BaseOffset())
 	start = min(start, l.nextOffset)
 	l.logStartOffset.Store(start)
+	if err := l.checkTxnIndexes(); err != nil {
+		for _, s := range segs {
+			s.Close()
+		}
+		return nil, err
+	}
 	if err := l.loadProducerState(); err != nil {
 		for _, s := range segs {
 			s.Close()
 		}
 		return nil, err
+	}
+	for _, s := range segs { // .txnindex entries the replay wrote again are made durable
+		if err := s.SyncTxnIndex(); err != nil {
+			for _, s := range segs {
+				s.Close()
+			}
+			return nil, fmt.Errorf("open log %s: %w", l.dir, err)
+		}
 	}
 	if err := l.loadEpochs(); err != nil {
 		for _, s := range segs {
@@ -96,6 +110,53 @@ func OpenLog(o OpenOptions) (*Log, error) {
 	}
 	l.flush.init(l, l.nextOffset)
 	return l, nil
+}
+
+// checkTxnIndexes checks the .txnindex files found at open (Kafka's sanity check). From the first
+// corrupt one, or the first segment recovery rebuilt, on, the indexes are emptied, and the
+// producer snapshots after that segment's base offset removed: the replay of loadProducerState
+// then starts at or before it and writes the entries again from the markers.
+func (l *Log) checkTxnIndexes() error {
+	rebuildFrom := l.rebuildTxnFrom
+	for _, s := range l.Segments() {
+		if rebuildFrom >= 0 && s.BaseOffset() >= rebuildFrom {
+			break // rebuilt anyway
+		}
+		if !l.txnIndexed[s.BaseOffset()] {
+			continue
+		}
+		if err := s.CheckTxnIndex(); err != nil {
+			slog.Warn("aborted transaction index unreadable; rebuilding it from the markers", "segment", s.LogPath(), "err", err)
+			if err := s.ResetTxnIndex(); err != nil {
+				return fmt.Errorf("open log %s: %w", l.dir, err)
+			}
+			rebuildFrom = s.BaseOffset()
+			break // the later ones are rebuilt too
+		}
+	}
+	l.txnIndexed = nil
+	if rebuildFrom < 0 {
+		return nil
+	}
+	for _, s := range l.Segments() {
+		if s.BaseOffset() >= rebuildFrom {
+			if err := s.ResetTxnIndex(); err != nil {
+				return fmt.Errorf("open log %s: %w", l.dir, err)
+			}
+		}
+	}
+	offsets, err := snapshotOffsets(l.fsys, l.dir)
+	if err != nil {
+		return fmt.Errorf("open log %s: %w", l.dir, err)
+	}
+	for _, o := range offsets {
+		if o > rebuildFrom {
+			if err := l.fsys.Remove(snapshotPath(l.dir, o)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("open log %s: %w", l.dir, err)
+			}
+		}
+	}
+	return nil
 }
 
 // loadProducerState loads the newest producer snapshot at or below the log end and replays the
@@ -181,6 +242,12 @@ func (l *Log) openSegments() ([]*segment.Segment, error) {
 			bases = append(bases, base)
 		}
 	}
+	l.txnIndexed = map[int64]bool{}
+	for _, e := range entries {
+		if base, ok := segment.ParseFileName(e.Name(), segment.TxnIndexSuffix); ok && logs[base] {
+			l.txnIndexed[base] = true
+		}
+	}
 	for _, e := range entries {
 		name := e.Name()
 		stray := strings.HasSuffix(name, segment.DeletedSuffix) || strings.HasSuffix(name, segment.CleanedSuffix)
@@ -245,6 +312,15 @@ func (l *Log) loadSegments(segs []*segment.Segment, o OpenOptions) ([]*segment.S
 		res, err := s.RecoverTail()
 		if err != nil {
 			return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)
+		}
+		// As Kafka's recoverSegment, the aborted transaction index of a recovered segment is
+		// rebuilt from its markers: loadProducerState replays from at or before it
+		// (checkTxnIndexes drops the snapshots after it).
+		if err := s.ResetTxnIndex(); err != nil {
+			return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)
+		}
+		if l.rebuildTxnFrom < 0 {
+			l.rebuildTxnFrom = s.BaseOffset()
 		}
 		if err := s.Sync(); err != nil {
 			return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)

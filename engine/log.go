@@ -54,6 +54,10 @@ type Log struct {
 	producers *producerState
 	// replaying is set while loadProducerState replays batches. Guarded by mu.
 	replaying bool
+	// txnIndexed names the segments that had a .txnindex at open (checked, then dropped);
+	// rebuildTxnFrom is the first segment recovery rebuilt at open (-1 none).
+	txnIndexed     map[int64]bool
+	rebuildTxnFrom int64
 	// txnView is a copy of producers.txns published for readers (LastStableOffset): the unstable
 	// transactions in first-offset order, nil when none. Written under mu.
 	txnView atomic.Pointer[[]txnState]

@@ -21,6 +21,8 @@ import "github.com/weir-mq/weir/segment"
 //     never a batch reaching the bound, at most maxBytes but always the whole first batch; the
 //     last batch may be cut at maxBytes, as Kafka's fetch does. A read at the bound is empty.
 //     The disk Log may also stop at a segment boundary (the next read continues there).
+//     ReadCommitted (the disk Log's transactions, txn.go) stops at the last stable offset; MemLog
+//     has no transactions and reads it as the high watermark.
 //   - SetHighWatermark clamps to [log start, log end]; weir never lets the watermark split a batch:
 //     inside one it moves down to the batch's base offset (not below the log start).
 //   - TruncateTo(offset) removes every batch whose last offset is >= offset (the batch holding offset

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -192,6 +193,39 @@ func TestTxnRecoveryRebuildsIndexAndOngoing(t *testing.T) {
 	if len(want) != len(aborted) {
 		t.Fatalf("%d aborted entries, want %d", len(want), len(aborted))
 	}
+	// Crash with the files as they are, plus a stale entry (a marker the crash lost) in the last
+	// segment's .txnindex, recovered from the last segment on: the entry goes.
+	kept := filepath.Join(t.TempDir(), "t-0")
+	os.MkdirAll(kept, 0o755)
+	ents0, _ := os.ReadDir(dir)
+	for _, e := range ents0 {
+		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		os.WriteFile(filepath.Join(kept, e.Name()), b, 0o600)
+	}
+	lastBase := l.Segments()[len(l.Segments())-1].BaseOffset()
+	stale := segment.AbortedTxn{ProducerID: 5, FirstOffset: l.LogEndOffset(), LastOffset: l.LogEndOffset() + 3, LastStableOffset: l.LogEndOffset() + 4}
+	{
+		f, err := os.OpenFile(filepath.Join(kept, segment.FileName(lastBase, segment.TxnIndexSuffix)), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b [segment.TxnEntrySize]byte
+		binary.BigEndian.PutUint64(b[2:], uint64(stale.ProducerID))
+		binary.BigEndian.PutUint64(b[10:], uint64(stale.FirstOffset))
+		binary.BigEndian.PutUint64(b[18:], uint64(stale.LastOffset))
+		binary.BigEndian.PutUint64(b[26:], uint64(stale.LastStableOffset))
+		f.Write(b[:])
+		f.Close()
+	}
+	k, err := OpenLog(OpenOptions{Dir: kept, Topic: "t", Config: l.Config(), RecoveryPoint: lastBase})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := k.AbortedTransactions(nil, 0, 1<<40); !reflect.DeepEqual(got, want) {
+		t.Fatalf("recovered from the last segment: %v\nwant %v", got, want)
+	}
+	k.Close()
+
 	// Crash: copy the files as they are (no clean close), losing every .txnindex and snapshot.
 	crashed := filepath.Join(t.TempDir(), "t-0")
 	os.MkdirAll(crashed, 0o755)
@@ -359,5 +393,34 @@ func TestTxnFollowerCopiesMarkers(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(lb, fb) {
 			t.Fatalf("%s differs on the follower (%v)", filepath.Base(lf), err)
 		}
+	}
+}
+
+// TestTxnCorruptIndexRebuilt: a .txnindex with a bad entry is rebuilt from the markers at open.
+func TestTxnCorruptIndexRebuilt(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t-0")
+	l := openTxnLog(t, dir, false)
+	var want []AbortedTxn
+	for i := 0; i < 30; i++ {
+		mustAppend(t, l, txnBatch(int64(i), 0, 0, 2))
+		mustMarker(t, l, int64(i), 0, i%3 != 0)
+	}
+	l.AdvanceHighWatermark(l.LogEndOffset())
+	want, _ = l.AbortedTransactions(want, 0, 1<<40)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.txnindex"))
+	if len(files) < 2 {
+		t.Fatalf("want aborted transactions in several segments: %v", files)
+	}
+	b, _ := os.ReadFile(files[len(files)-1])
+	b[0] = 7 // entry version 7
+	os.WriteFile(files[len(files)-1], b, 0o600)
+	r := openTxnLog(t, dir, true)
+	defer r.Close()
+	got, err := r.AbortedTransactions(nil, 0, 1<<40)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("after rebuild %v %v, want %v", got, err, want)
 	}
 }

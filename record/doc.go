@@ -50,4 +50,9 @@
 // but the codec bits, batchLength and the CRC. Recompressions take the decompression slots
 // above, so at most that many encoders and output buffers are in use at once. Followers never
 // recompress: they store the leader's bytes.
+//
+// Control records (control.go): BuildEndTxnMarker and ParseEndTxnMarker write and read Kafka's
+// transaction markers (a control + transactional batch of one record: key version and type 0
+// ABORT / 1 COMMIT, value version and coordinator epoch). ValidateProduce refuses control batches
+// from clients and transactional batches without a producer id.
 package record

@@ -162,6 +162,10 @@ func (s *Segment) writeTxnLocked() error {
 	return nil
 }
 
+// SyncTxnIndex makes the .txnindex durable when it changed since the last sync (a sealed
+// segment whose entries a replay wrote again).
+func (s *Segment) SyncTxnIndex() error { return s.syncTxn() }
+
 // syncTxn makes the .txnindex durable when it changed (and its directory entry when new).
 func (s *Segment) syncTxn() error {
 	t := &s.txn
@@ -260,5 +264,27 @@ func (s *Segment) renameTxn(suffix string) error {
 	if err := s.fsys.Rename(from, to); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("rename %s: %w", from, err)
 	}
+	return nil
+}
+
+// CheckTxnIndex reads the .txnindex (when there is one) and reports whether its entries are
+// well formed (Kafka's TransactionIndex.sanityCheck).
+func (s *Segment) CheckTxnIndex() error {
+	t := &s.txn
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return s.loadTxnLocked()
+}
+
+// ResetTxnIndex removes the .txnindex and forgets its entries (a corrupt index, rebuilt by the
+// log's replay of the markers).
+func (s *Segment) ResetTxnIndex() error {
+	t := &s.txn
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := s.fsys.Remove(s.txnIndexPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", s.txnIndexPath(), err)
+	}
+	t.entries, t.written, t.loaded, t.dirty, t.created = nil, 0, true, false, false
 	return nil
 }
