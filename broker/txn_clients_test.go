@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -555,5 +556,160 @@ func TestTxnProduceVerification(t *testing.T) {
 	}
 	if code := produce(); code != 0 {
 		t.Fatalf("produce after AddPartitionsToTxn: %v", kerr.ErrorForCode(code))
+	}
+}
+
+// TestAuthzTransactions: the TransactionalId resource as Kafka: WRITE to use an id (FindCoordinator
+// needs DESCRIBE, implied by WRITE), DESCRIBE to see it in ListTransactions and
+// DescribeTransactions; a principal without it gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+func TestAuthzTransactions(t *testing.T) {
+	b := startBroker(t, map[string]string{"authorizer.class.name": testAuthorizer, "super.users": "User:admin"})
+	principalsByClientID(b)
+	_, adm := userClient(t, b, "admin")
+	admCreateTopic(t, adm, "tx-acl", 1, nil)
+	addACLs(t, adm, kadm.NewACLs().Allow("User:alice", "User:bob").Topics("tx-acl").Operations(kadm.OpWrite, kadm.OpRead, kadm.OpDescribe))
+	addACLs(t, adm, kadm.NewACLs().Allow("User:alice").TransactionalIDs("alice-tx").Operations(kadm.OpWrite))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	alice, aliceAdm := userClient(t, b, "alice", kgo.TransactionalID("alice-tx"), kgo.DefaultProduceTopic("tx-acl"))
+	if err := alice.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.ProduceSync(ctx, kgo.StringRecord("a")).FirstErr(); err != nil {
+		t.Fatalf("alice produce: %v", err)
+	}
+	if err := alice.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("alice commit: %v", err)
+	}
+	bob, bobAdm := userClient(t, b, "bob", kgo.TransactionalID("alice-tx"), kgo.DefaultProduceTopic("tx-acl"))
+	err := bob.BeginTransaction() // franz-go may initialize the producer id here already
+	if err == nil {
+		err = bob.ProduceSync(ctx, kgo.StringRecord("b")).FirstErr()
+	}
+	if err == nil || !strings.Contains(err.Error(), "TRANSACTIONAL_ID_AUTHORIZATION_FAILED") {
+		t.Fatalf("bob with alice's transactional id: %v", err)
+	}
+	if ls, err := aliceAdm.ListTransactions(ctx, nil, nil); err != nil || len(ls) != 1 {
+		t.Fatalf("alice lists %v (%v)", ls, err)
+	}
+	if ls, err := bobAdm.ListTransactions(ctx, nil, nil); err != nil || len(ls) != 0 {
+		t.Fatalf("bob lists %v (%v)", ls, err)
+	}
+	var ds kadm.DescribedTransactions
+	ds, err = bobAdm.DescribeTransactions(ctx, "alice-tx")
+	if err == nil {
+		if d := ds["alice-tx"]; !errors.Is(d.Err, kerr.TransactionalIDAuthorizationFailed) {
+			t.Fatalf("bob describes alice-tx: %+v", d)
+		}
+	} else if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		t.Fatalf("bob describes alice-tx: %v", err)
+	}
+}
+
+// TestTxnBadInput: the transaction APIs answer bad or out-of-order requests with Kafka's errors.
+func TestTxnBadInput(t *testing.T) {
+	b := startBroker(t, nil)
+	createTopic(t, b.Addr(), "tx-bad", 1, nil)
+	cl := newKgo(t, b.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	want := func(what string, code int16, e *kerr.Error) {
+		t.Helper()
+		if code != e.Code {
+			t.Errorf("%s: %v, want %v", what, kerr.ErrorForCode(code), e)
+		}
+	}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorType, fc.CoordinatorKey = 1, "bad-tx"
+	fr, err := fc.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want("FindCoordinator", fr.ErrorCode, &kerr.Error{Code: 0})
+	fc.CoordinatorType = 7
+	fr, _ = fc.RequestWith(ctx, cl)
+	want("FindCoordinator type 7", fr.ErrorCode, kerr.InvalidRequest)
+	if err := b.TxnCoordinator().WaitLoaded(ctx, b.TxnCoordinator().PartitionFor("bad-tx")); err != nil {
+		t.Fatal(err)
+	}
+
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionalID, ip.TransactionTimeoutMillis = kmsg.StringPtr("bad-tx"), 0
+	ir, _ := ip.RequestWith(ctx, cl)
+	want("InitProducerId timeout 0", ir.ErrorCode, kerr.InvalidTransactionTimeout)
+	ip.TransactionTimeoutMillis = 900001
+	ir, _ = ip.RequestWith(ctx, cl)
+	want("InitProducerId timeout above the max", ir.ErrorCode, kerr.InvalidTransactionTimeout)
+
+	ap := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap.TransactionalID, ap.ProducerID, ap.ProducerEpoch = "bad-tx", 12345, 0
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = "tx-bad", []int32{0}
+	ap.Topics = append(ap.Topics, at)
+	at.Topic, at.Partitions = "no-such-topic", []int32{0}
+	ap.Topics = append(ap.Topics, at)
+	ar, err := ap.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := ar.GetVersion(); v < 4 {
+		want("AddPartitionsToTxn beside an unknown topic", ar.Topics[0].Partitions[0].ErrorCode, kerr.OperationNotAttempted)
+		want("AddPartitionsToTxn unknown topic", ar.Topics[1].Partitions[0].ErrorCode, kerr.UnknownTopicOrPartition)
+	}
+	ap = kmsg.NewPtrAddPartitionsToTxnRequest() // a new request: franz-go rewrites a sent one into the v4 form
+	ap.TransactionalID, ap.ProducerID, ap.ProducerEpoch = "bad-tx", 12345, 0
+	at.Topic = "tx-bad"
+	ap.Topics = append(ap.Topics, at)
+	ar, _ = ap.RequestWith(ctx, cl)
+	want("AddPartitionsToTxn unknown id", ar.Topics[0].Partitions[0].ErrorCode, kerr.InvalidProducerIDMapping)
+
+	et := kmsg.NewPtrEndTxnRequest()
+	et.TransactionalID, et.ProducerID, et.ProducerEpoch, et.Commit = "bad-tx", 12345, 0, true
+	er, _ := et.RequestWith(ctx, cl)
+	want("EndTxn unknown id", er.ErrorCode, kerr.InvalidProducerIDMapping)
+
+	ip.TransactionTimeoutMillis = 30000
+	ir, _ = ip.RequestWith(ctx, cl)
+	want("InitProducerId", ir.ErrorCode, &kerr.Error{Code: 0})
+	tc := kmsg.NewPtrTxnOffsetCommitRequest()
+	tc.TransactionalID, tc.Group, tc.ProducerID, tc.ProducerEpoch, tc.Generation = "bad-tx", "bad-group", ir.ProducerID, ir.ProducerEpoch, -1
+	tt := kmsg.NewTxnOffsetCommitRequestTopic()
+	tt.Topic = "tx-bad"
+	tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	tp.Offset = 1
+	tt.Partitions = append(tt.Partitions, tp)
+	tc.Topics = append(tc.Topics, tt)
+	tt.Topic = "no-such-topic"
+	tc.Topics = append(tc.Topics, tt)
+	tr, err := tc.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want("TxnOffsetCommit without AddOffsetsToTxn", tr.Topics[0].Partitions[0].ErrorCode, kerr.InvalidTxnState)
+	want("TxnOffsetCommit unknown topic", tr.Topics[1].Partitions[0].ErrorCode, kerr.UnknownTopicOrPartition)
+
+	lt := kmsg.NewPtrListTransactionsRequest()
+	lt.TransactionalIDPattern = kmsg.StringPtr("(")
+	lr, err := lt.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lr.GetVersion() >= 2 {
+		want("ListTransactions bad pattern", lr.ErrorCode, kerr.InvalidRequest)
+	}
+	lt.TransactionalIDPattern, lt.StateFilters = nil, []string{"Ongoing", "NoSuchState"}
+	lr, _ = lt.RequestWith(ctx, cl)
+	if lr.ErrorCode != 0 || !slices.Equal(lr.UnknownStateFilters, []string{"NoSuchState"}) {
+		t.Errorf("ListTransactions unknown state: %+v", lr)
+	}
+	dt := kmsg.NewPtrDescribeTransactionsRequest()
+	dt.TransactionalIDs = []string{"never-seen-tx"}
+	dr, err := dt.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := dr.TransactionStates[0].ErrorCode; e != kerr.TransactionalIDNotFound.Code && e != kerr.NotCoordinator.Code {
+		t.Errorf("DescribeTransactions unknown id: %v", kerr.ErrorForCode(e))
 	}
 }
