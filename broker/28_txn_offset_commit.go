@@ -1,6 +1,7 @@
 package broker
 
-// TxnOffsetCommit (key 28), v0-v5: offsets committed inside a transaction, pending until its
+// TxnOffsetCommit (key 28), v0-v6 (Kafka 4.4's range; v6 names topics by id, UNKNOWN_TOPIC_ID
+// for an unknown one): offsets committed inside a transaction, pending until its
 // COMMIT marker reaches the group's __consumer_offsets partition (coordinator.TxnCommitOffsets;
 // the WriteTxnMarkers path calls CompleteTxn). ACL as Kafka: WRITE on the transactional id
 // (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (GROUP_AUTHORIZATION_FAILED), READ
@@ -26,7 +27,7 @@ import (
 )
 
 func init() {
-	register(apiDef{key: 28, min: 0, max: 5, handle: handleTxnOffsetCommit})
+	register(apiDef{key: 28, min: 0, max: 6, handle: handleTxnOffsetCommit})
 }
 
 func handleTxnOffsetCommit(b *Broker, r *netio.Request) netio.Reply {
@@ -48,8 +49,20 @@ func handleTxnOffsetCommit(b *Broker, r *netio.Request) netio.Reply {
 	for i, rt := range req.Topics {
 		st := &resp.Topics[i]
 		*st = kmsg.NewTxnOffsetCommitResponseTopic()
-		st.Topic = rt.Topic
-		t, known := b.topics.get(rt.Topic)
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		var t Topic
+		var known bool
+		missing := kerr.UnknownTopicOrPartition
+		if r.Version >= 6 {
+			t, known = b.topics.getByID(rt.TopicID)
+			missing = kerr.UnknownTopicID
+		} else {
+			t, known = b.topics.get(rt.Topic)
+		}
+		name := rt.Topic
+		if r.Version >= 6 {
+			name = t.Name
+		}
 		st.Partitions = make([]kmsg.TxnOffsetCommitResponseTopicPartition, len(rt.Partitions))
 		for j, rp := range rt.Partitions {
 			sp := &st.Partitions[j]
@@ -58,17 +71,19 @@ func handleTxnOffsetCommit(b *Broker, r *netio.Request) netio.Reply {
 			switch {
 			case reqErr != nil:
 				sp.ErrorCode = reqErr.Code
-			case denied != nil && denied(rt.Topic):
+			case r.Version >= 6 && !known:
+				sp.ErrorCode = missing.Code
+			case denied != nil && denied(name):
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case !known || rp.Partition < 0 || rp.Partition >= t.Partitions:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = missing.Code
 			default:
 				epoch := int32(-1)
 				if r.Version >= 2 {
 					epoch = rp.LeaderEpoch
 				}
 				cr.Partitions = append(cr.Partitions, coordinator.CommitPartition{
-					TopicPartition: coordinator.TopicPartition{Topic: rt.Topic, Partition: rp.Partition},
+					TopicPartition: coordinator.TopicPartition{Topic: name, Partition: rp.Partition},
 					Offset:         rp.Offset, LeaderEpoch: epoch, Metadata: rp.Metadata,
 				})
 				slots = append(slots, slot{i, j})

@@ -682,12 +682,21 @@ func TestTxnBadInput(t *testing.T) {
 	tc.Topics = append(tc.Topics, tt)
 	tt.Topic = "no-such-topic"
 	tc.Topics = append(tc.Topics, tt)
-	tr, err := tc.RequestWith(ctx, cl)
+	tr, err := tc.RequestWith(ctx, newKgo(t, b.Addr(), kgo.MaxVersions(kversion.V3_0_0()))) // v3: topics by name
 	if err != nil {
 		t.Fatal(err)
 	}
 	want("TxnOffsetCommit without AddOffsetsToTxn", tr.Topics[0].Partitions[0].ErrorCode, kerr.InvalidTxnState)
 	want("TxnOffsetCommit unknown topic", tr.Topics[1].Partitions[0].ErrorCode, kerr.UnknownTopicOrPartition)
+	tc.Version = 6
+	tc.Topics[0].TopicID, tc.Topics[1].TopicID = [16]byte{1}, [16]byte{2}
+	tr6, err := tc.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr6.GetVersion() >= 6 {
+		want("TxnOffsetCommit v6 unknown topic id", tr6.Topics[0].Partitions[0].ErrorCode, kerr.UnknownTopicID)
+	}
 
 	lt := kmsg.NewPtrListTransactionsRequest()
 	lt.TransactionalIDPattern = kmsg.StringPtr("(")
