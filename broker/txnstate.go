@@ -53,9 +53,11 @@ type txnState struct {
 	// createMu serializes the creation of __transaction_state; ready is set once it exists.
 	createMu sync.Mutex
 	ready    atomic.Bool
-	// peersMu guards peers: the connections to other brokers that markers are sent on.
+	// peersMu guards peers: the connections to other brokers that markers and verifications
+	// are sent on (one per peer and purpose, so a verification for a produce never waits behind
+	// a marker waiting for its ISR).
 	peersMu sync.Mutex
-	peers   map[int32]*markerPeer
+	peers   map[peerKey]*markerPeer
 	// verifiedMu guards verified: the (partition, producer) pairs whose current transaction the
 	// coordinator confirmed includes the partition, with the producer epoch (txnverify.go).
 	verifiedMu sync.Mutex
@@ -65,6 +67,20 @@ type txnState struct {
 	// the last one when the batch is appended.
 	seqMu sync.Mutex
 }
+
+// peerKey is a peer broker and the purpose of the connection.
+type peerKey struct {
+	id      int32
+	purpose peerPurpose
+}
+
+// peerPurpose separates the connections to one peer.
+type peerPurpose int8
+
+const (
+	peerMarkers peerPurpose = iota // WriteTxnMarkers
+	peerVerify                     // AddPartitionsToTxn verify_only
+)
 
 // markerPeer is one connection to another broker for WriteTxnMarkers.
 type markerPeer struct {
@@ -95,7 +111,7 @@ func (b *Broker) openTxns() error {
 		return err
 	}
 	b.txns.coord = c
-	b.txns.peers = map[int32]*markerPeer{}
+	b.txns.peers = map[peerKey]*markerPeer{}
 	b.txns.verified = map[txnVerifyKey]int16{}
 	return nil
 }
@@ -393,21 +409,21 @@ func (w *txnMarkers) writeRemote(ctx context.Context, img *controller.Image, lea
 
 // send sends a WriteTxnMarkers request to broker id at addr on the inter-broker listener.
 func (w *txnMarkers) send(ctx context.Context, id int32, addr string, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error) {
-	resp, err := w.b.sendPeer(ctx, id, addr, req)
+	resp, err := w.b.sendPeer(ctx, peerKey{id, peerMarkers}, addr, req)
 	if err != nil {
 		return nil, err
 	}
 	return resp.(*kmsg.WriteTxnMarkersResponse), nil
 }
 
-// sendPeer sends req to broker id at addr on the inter-broker listener, dialing when needed
-// (one connection per peer, one request at a time on it).
-func (b *Broker) sendPeer(ctx context.Context, id int32, addr string, req kmsg.Request) (kmsg.Response, error) {
+// sendPeer sends req to the peer broker of key at addr on the inter-broker listener, dialing
+// when needed (one connection per peer and purpose, one request at a time on it).
+func (b *Broker) sendPeer(ctx context.Context, key peerKey, addr string, req kmsg.Request) (kmsg.Response, error) {
 	b.txns.peersMu.Lock()
-	p := b.txns.peers[id]
+	p := b.txns.peers[key]
 	if p == nil {
 		p = &markerPeer{}
-		b.txns.peers[id] = p
+		b.txns.peers[key] = p
 	}
 	b.txns.peersMu.Unlock()
 	p.mu.Lock()
@@ -473,7 +489,7 @@ func (b *Broker) verifyTxnPartition(ctx context.Context, txnID string, pid int64
 	rt.Topic, rt.Partitions = tp.Topic, []int32{tp.Partition}
 	tx.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{rt}
 	req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{tx}
-	r, err := b.sendPeer(ctx, leader, fmt.Sprintf("%s:%d", e.Host, e.Port), req)
+	r, err := b.sendPeer(ctx, peerKey{leader, peerVerify}, fmt.Sprintf("%s:%d", e.Host, e.Port), req)
 	if err != nil {
 		return kerr.NetworkException
 	}
