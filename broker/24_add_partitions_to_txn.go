@@ -6,8 +6,8 @@ package broker
 // or partition that does not exist, or an internal topic) makes every other partition
 // OPERATION_NOT_ATTEMPTED, as Kafka's KafkaApis does; then the transaction coordinator adds the
 // partitions (txncoord.AddPartitions). v4+ is the inter-broker batch form (KIP-890): CLUSTER_ACTION
-// on the cluster (else the top-level CLUSTER_AUTHORIZATION_FAILED), one result per transaction,
-// each transaction WRITE on its id; verify_only transactions only check that the partitions are
+// on the cluster (else the top-level CLUSTER_AUTHORIZATION_FAILED) and, as in Kafka, no client
+// ACL (the broker authorized the producer's request), one result per transaction; verify_only transactions only check that the partitions are
 // in the transaction (TRANSACTION_ABORTABLE when not). PRODUCER_FENCED becomes
 // INVALID_PRODUCER_EPOCH below v2 (KIP-588).
 
@@ -34,8 +34,10 @@ type txnTopicPartitions struct {
 	parts []int32
 }
 
-// addPartitionsResult answers one transaction: an error per partition, in request order.
-func (b *Broker) addPartitionsToTxn(r *netio.Request, txnID string, pid int64, epoch int16, topics []txnTopicPartitions, verifyOnly bool, tv int16) [][]*kerr.Error {
+// addPartitionsToTxn answers one transaction: an error per partition, in request order.
+// fromBroker (v4+, CLUSTER_ACTION already checked) skips the client ACLs, as Kafka does: a
+// broker asks on behalf of a producer whose Produce it has authorized.
+func (b *Broker) addPartitionsToTxn(r *netio.Request, txnID string, pid int64, epoch int16, topics []txnTopicPartitions, verifyOnly, fromBroker bool, tv int16) [][]*kerr.Error {
 	out := make([][]*kerr.Error, len(topics))
 	n := 0
 	for i, t := range topics {
@@ -53,10 +55,13 @@ func (b *Broker) addPartitionsToTxn(r *netio.Request, txnID string, pid int64, e
 	if n > maxTxnRequestPartitions {
 		return all(kerr.InvalidRequest)
 	}
-	if e := b.authorize(r, acl.OpWrite, acl.ResourceTransactionalID, txnID); e != nil { // ACL: WRITE on the transactional id
-		return all(e)
+	var denied func(string) bool
+	if !fromBroker {
+		if e := b.authorize(r, acl.OpWrite, acl.ResourceTransactionalID, txnID); e != nil { // ACL: WRITE on the transactional id
+			return all(e)
+		}
+		denied = b.topicDenied(r, acl.OpWrite) // ACL: WRITE on each topic
 	}
-	denied := b.topicDenied(r, acl.OpWrite) // ACL: WRITE on each topic
 	refused := false
 	var tps []txncoord.TopicPartition
 	for i, t := range topics {
@@ -103,7 +108,7 @@ func handleAddPartitionsToTxn(b *Broker, r *netio.Request) netio.Reply {
 			topics[i] = txnTopicPartitions{topic: t.Topic, parts: t.Partitions}
 		}
 		return netio.Reply{Deferred: func() netio.Reply {
-			errs := b.addPartitionsToTxn(r, req.TransactionalID, req.ProducerID, req.ProducerEpoch, topics, false, 0)
+			errs := b.addPartitionsToTxn(r, req.TransactionalID, req.ProducerID, req.ProducerEpoch, topics, false, false, 0)
 			resp.Topics = make([]kmsg.AddPartitionsToTxnResponseTopic, len(topics))
 			for i, t := range topics {
 				st := &resp.Topics[i]
@@ -140,7 +145,7 @@ func handleAddPartitionsToTxn(b *Broker, r *netio.Request) netio.Reply {
 			if r.Version >= 5 && !tx.VerifyOnly {
 				tv = 2 // the partition leader adds a partition for a transaction-version-2 client
 			}
-			errs := b.addPartitionsToTxn(r, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, topics, tx.VerifyOnly, tv)
+			errs := b.addPartitionsToTxn(r, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, topics, tx.VerifyOnly, true, tv)
 			st.Topics = make([]kmsg.AddPartitionsToTxnResponseTransactionTopic, len(topics))
 			for i, t := range topics {
 				tt := &st.Topics[i]

@@ -722,3 +722,43 @@ func TestTxnBadInput(t *testing.T) {
 		t.Errorf("DescribeTransactions unknown id: %v", kerr.ErrorForCode(e))
 	}
 }
+
+// TestSecurityClusterTxn: transactions on 3 brokers whose inter-broker listener is SASL_SSL
+// (SCRAM) with the authorizer on: markers and verifications travel between brokers as
+// User:broker, which needs CLUSTER_ACTION; commits and aborts are seen by read_committed.
+func TestSecurityClusterTxn(t *testing.T) {
+	c := startSecureCluster(t, 3, map[string]string{
+		"listener.name.broker.sasl.enabled.mechanisms":        "SCRAM-SHA-512",
+		"sasl.mechanism.inter.broker.protocol":                "SCRAM-SHA-512",
+		"listener.name.broker.scram-sha-512.sasl.jaas.config": jaasLine("scram.ScramLoginModule", "broker", brokerPassword),
+		"authorizer.class.name":                               testAuthorizer,
+		"super.users":                                         "User:ANONYMOUS",
+	})
+	adm := kadm.NewClient(c.client())
+	createUsers(t, adm, map[string]string{"broker": brokerPassword})
+	addACLs(t, adm, kadm.NewACLs().Allow("User:broker").Clusters().Operations(kadm.OpClusterAction))
+	const topic = "secure-txn"
+	createReplicatedTopic(t, adm, topic, 3, 3, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := c.client(kgo.TransactionalID("secure-tx"), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i, commit := range []bool{true, false, true} {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for part := int32(0); part < 3; part++ {
+			if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte("t" + strconv.Itoa(i))}).FirstErr(); err != nil {
+				t.Fatalf("produce: %v\n%s", err, tail(c.output(), 40))
+			}
+		}
+		if err := p.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("end: %v", err)
+		}
+	}
+	got := readCommittedFrom(t, c.addrs(), topic, 6)
+	for part := int32(0); part < 3; part++ {
+		if want := []string{"t0", "t2"}; !slices.Equal(got[part], want) {
+			t.Fatalf("partition %d read_committed %q, want %q\n%s", part, got[part], want, tail(c.output(), 30))
+		}
+	}
+}
