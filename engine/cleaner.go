@@ -24,11 +24,11 @@ package engine
 //     compressed topic stays compressed. Batches nothing was removed from are copied byte for
 //     byte. A batch left empty is dropped, except the last batch of a producer the producer
 //     table still knows, which is kept as a bare header (as Kafka does: a restart that replays
-//     batch headers still finds the producer's last sequence). Control batches are copied
-//     unchanged. A batch whose records cannot be read (bad compressed payload, or past the
-//     decompression bound) is copied unchanged and adds nothing to the map: never lost, never
-//     compacted. A batch failing its CRC stops the cleaning of that log (as Kafka marks it
-//     uncleanable).
+//     batch headers still finds the producer's last sequence). Control batches and
+//     transactions: see below and cleaner_txn.go. A batch whose records cannot be read (bad
+//     compressed payload, or past the decompression bound) is copied unchanged and adds nothing
+//     to the map: never lost, never compacted. A batch failing its CRC stops the cleaning of
+//     that log (as Kafka marks it uncleanable).
 //  3. Tombstones, KIP-534: the first cleaning that keeps a tombstone rewrites its batch with the
 //     delete-horizon attribute (bit 6) and baseTimestamp = now + delete.retention.ms (record
 //     timestamp deltas re-based so every record keeps its timestamp); a later cleaning after the
@@ -37,12 +37,11 @@ package engine
 //  4. Swaps each group in crash-safely (cleaner_swap.go) and, after the last group, advances the
 //     checkpoint to end.
 //
-// Transactions: weir's cleaner keeps every transactional batch and every control batch (markers)
-// whole, and transactional records do not enter the offset map, so they never shadow an older
-// record of their key. The log is less compacted than Kafka's (which drops aborted records,
-// compacts committed ones, and removes markers delete.retention.ms after their transaction's data
-// is gone), never wrong: a read_committed reader sees what it would before the cleaning. The
-// .txnindex entries of a group's segments are copied into the cleaned segment's.
+// Transactions (cleaner_txn.go), as Kafka: the cleanable section ends at the last stable offset
+// at the latest; aborted transactions' batches are dropped and map nothing; committed
+// transactional records are compacted like others; markers stay while their transaction has a
+// batch left, then once more with a delete horizon, then go; the cleaned segment's .txnindex holds
+// the aborted transactions whose marker stays.
 //
 // The invariant that makes every intermediate state safe: a record is dropped only when a record
 // with its key and a higher offset is kept (or it is an expired tombstone). A crash between two
@@ -146,6 +145,8 @@ type Cleaner struct {
 	recs     []byte
 	retimed  []byte
 	changed  bool // a batch of the group being written was not copied whole
+	// index adds an aborted transaction to the .txnindex of the segment being written.
+	index func(AbortedTxn) error
 	// testHook, when set, is called at each step of a swap; an error stops the cleaning there.
 	testHook func(step string) error
 }
@@ -213,7 +214,9 @@ func (l *Log) cleanableRange(nowMs int64) cleanRange {
 	}
 	r.end = r.firstDirty
 	r.compactionDelayMs = maxCompactionDelay(cfg, segs, r.firstDirty, nowMs)
-	bound := min(l.HighWatermark(), l.RecoveryPoint())
+	// Kafka's firstUncleanableOffset: also the last stable offset, so that every transaction
+	// with data in the section is decided.
+	bound := min(l.HighWatermark(), l.RecoveryPoint(), l.LastStableOffset())
 	for i := 0; i < len(segs)-1; i++ {
 		s, next := segs[i], segs[i+1].BaseOffset()
 		if next > bound {
@@ -266,6 +269,8 @@ type cleanContext struct {
 	limit       int // decompression bound
 	maxBatch    int // largest stored batch read
 	truncations int64
+	// txns follows the transactions of the section being rewritten (cleaner_txn.go).
+	txns *cleanedTxns
 }
 
 // Clean compacts the cleanable section of l once: one offset map's worth of the dirty section,
@@ -323,6 +328,13 @@ func (c *Cleaner) Clean(l *Log) (CleanStats, error) {
 			cleanable = append(cleanable, s)
 			nextBases = append(nextBases, r.nextBases[i])
 		}
+	}
+	if len(cleanable) > 0 {
+		aborted, err := l.cleanerAborted(cleanable[0].BaseOffset(), nextBases[len(nextBases)-1])
+		if err != nil {
+			return st, c.readFailed(l, ctx, err)
+		}
+		ctx.txns = newCleanedTxns(aborted)
 	}
 	for _, g := range groupForCleaning(cleanable, nextBases, cfg) {
 		if err := c.cleanGroup(l, g, ctx, &st); err != nil {
@@ -401,6 +413,11 @@ func (c *Cleaner) buildOffsetMap(l *Log, r *cleanRange, ctx *cleanContext, st *C
 		return r.firstDirty, nil // nothing dirty: only the clean section is rewritten
 	}
 	c.offsets.reset(c.dirtyKeyBound(r))
+	aborted, err := l.cleanerAborted(r.firstDirty, r.end)
+	if err != nil {
+		return 0, c.readFailed(l, ctx, err)
+	}
+	txns := newCleanedTxns(aborted)
 	for i, s := range r.segs {
 		if r.nextBases[i] <= r.firstDirty {
 			continue
@@ -421,8 +438,15 @@ func (c *Cleaner) buildOffsetMap(l *Log, r *cleanRange, ctx *cleanContext, st *C
 			if c.aborted(l, ctx) {
 				return 0, errCleanAborted
 			}
-			if h.LastOffset() < r.firstDirty || h.IsControl() || h.IsTransactional() {
-				continue // transactions: see the file comment
+			if h.LastOffset() < r.firstDirty {
+				continue
+			}
+			if h.IsControl() {
+				_, _ = txns.onControl(&h, batch, nil)
+				continue
+			}
+			if txns.onBatch(&h) {
+				continue // an aborted transaction's batch maps nothing (cleaner_txn.go)
 			}
 			if err := c.rd.Reset(batch, ctx.limit); err != nil {
 				continue // unreadable records: the batch is copied whole and maps nothing
@@ -466,7 +490,7 @@ func (c *Cleaner) dirtyKeyBound(r *cleanRange) int64 {
 			if err != nil {
 				return math.MaxInt64 // the cleaning will report it; size the map for anything
 			}
-			if h.LastOffset() >= r.firstDirty && !h.IsControl() && !h.IsTransactional() {
+			if h.LastOffset() >= r.firstDirty && !h.IsControl() {
 				n += int64(h.RecordCount)
 			}
 			if n > int64(c.offsets.capacity()) {
@@ -519,6 +543,14 @@ func (c *Cleaner) cleanGroup(l *Log, group []*segment.Segment, ctx *cleanContext
 func (c *Cleaner) writeCleaned(l *Log, ns *segment.Segment, group []*segment.Segment, ctx *cleanContext, st *CleanStats) (unchanged bool, err error) {
 	c.out = c.out[:0]
 	c.changed = false
+	// The aborted transactions whose ABORT marker stays go into the cleaned segment's .txnindex.
+	c.index = func(a AbortedTxn) error {
+		if err := ns.AppendAbortedTxn(a); err != nil {
+			return fmt.Errorf("%w: %w", errTxnIndex, err)
+		}
+		return nil
+	}
+	defer func() { c.index = nil }()
 	flush := func() error {
 		if len(c.out) == 0 {
 			return nil
@@ -552,6 +584,9 @@ func (c *Cleaner) writeCleaned(l *Log, ns *segment.Segment, group []*segment.Seg
 				return false, errCleanAborted
 			}
 			if c.out, err = c.filterBatch(c.out, batch, &h, ctx, st); err != nil {
+				if errors.Is(err, errTxnIndex) {
+					return false, c.ioFailed(l, ctx, err)
+				}
 				return false, err
 			}
 			if len(c.out) >= c.cfg.IOBufferSize {
@@ -567,19 +602,7 @@ func (c *Cleaner) writeCleaned(l *Log, ns *segment.Segment, group []*segment.Seg
 	if !c.changed && len(group) == 1 {
 		return true, nil
 	}
-	// The group's aborted transactions go with its markers (kept whole) into the cleaned
-	// segment's .txnindex.
-	for _, s := range group {
-		entries, err := s.AbortedTxns()
-		if err != nil {
-			return false, c.readFailed(l, ctx, err)
-		}
-		for _, e := range entries {
-			if err := ns.AppendAbortedTxn(e); err != nil {
-				return false, c.ioFailed(l, ctx, err)
-			}
-		}
-	}
+
 	if err := ns.MarkInactive(); err != nil {
 		return false, c.ioFailed(l, ctx, err)
 	}
@@ -596,8 +619,18 @@ func (c *Cleaner) filterBatch(dst, batch []byte, h *record.Header, ctx *cleanCon
 		st.RecordsKept += int64(h.RecordCount)
 		return append(dst, batch...), nil
 	}
-	if h.IsControl() || h.IsTransactional() {
-		return whole() // transactions: see the file comment
+	if h.IsControl() {
+		return c.filterControl(dst, batch, h, ctx, st)
+	}
+	if ctx.txns != nil && ctx.txns.onBatch(h) {
+		// An aborted transaction's batch goes (the last batch of a producer the table still
+		// knows stays as a bare header, as any emptied batch).
+		c.changed = true
+		if last, ok := ctx.producers[h.ProducerID]; ok && h.ProducerID >= 0 && last == h.LastOffset() {
+			attrs := h.Attributes &^ (compressionMask | deleteHorizonFlag)
+			return c.codec.appendBatch(dst, batch, 0, nil, attrs, h.MaxTimestamp, h.MaxTimestamp)
+		}
+		return dst, nil
 	}
 	// One pass over the records, streamed: the kept ones are copied to c.recs as they come (a
 	// streamed record's bytes are valid only until the next one), the timestamps they will

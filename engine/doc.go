@@ -67,8 +67,10 @@
 // offset and coordinator epoch; open and TruncateTo rebuild the state from the newest snapshot and
 // the batches after it, markers included. At open the .txnindex of every segment recovery
 // rescanned, and of every segment from the first corrupt index on, is rebuilt from the markers
-// (the snapshots after it are dropped so the replay covers it) and synced. The cleaner keeps
-// transactional and control batches whole (cleaner.go).
+// (the snapshots after it are dropped so the replay covers it) and synced. Compaction treats
+// transactions as Kafka's cleaner (cleaner_txn.go): it stops at the LSO, drops aborted
+// transactions' batches, compacts committed records, and removes markers delete.retention.ms after
+// their transaction's data is gone.
 //
 // Idempotent producers (producerstate.go) past producer.id.expiration.ms are forgotten by the
 // Manager every ProducerIDExpirationCheckInterval (Kafka's 10 minutes) and when a log opens.

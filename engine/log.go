@@ -274,6 +274,13 @@ func (l *Log) AppendStored(batches []byte) (info AppendInfo, err error) {
 		}
 		b := batches[:h.Size()]
 		batches = batches[h.Size():]
+		if h.IsControl() && h.ProducerID >= 0 {
+			// A malformed marker is refused before it is stored (the producer state could
+			// not follow it).
+			if _, err := record.ParseEndTxnMarker(b); err != nil && !errors.Is(err, record.ErrNotEndTxnMarker) {
+				return info, fmt.Errorf("stored control batch at offset %d: %w", h.BaseOffset, err)
+			}
+		}
 		in, err := l.appendLocked(b, &h)
 		if err != nil {
 			return info, err

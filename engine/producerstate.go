@@ -171,14 +171,6 @@ func (ps *producerState) pruneTxns(hw int64) {
 	ps.txns = ps.txns[:n]
 }
 
-// ongoingTxnFirstOffset returns a producer's current transaction's first offset, -1 if none.
-func (ps *producerState) ongoingTxnFirstOffset(producerID int64) int64 {
-	if e, ok := ps.producers[producerID]; ok {
-		return e.txnFirstOffset
-	}
-	return -1
-}
-
 // errDuplicate carries the original offsets of a retried batch.
 type duplicateError struct{ first, last int64 }
 

@@ -14,6 +14,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -112,10 +113,17 @@ func (l *Log) lastStablePosition() (offset, base, pos int64, err error) {
 // transactions start at or after the last stable offset and are never part of it. At most
 // maxAbortedPerRead entries are returned. dst is appended to.
 func (l *Log) AbortedTransactions(dst []AbortedTxn, offset, upperBound int64) ([]AbortedTxn, error) {
+	return l.collectAborted(dst, offset, upperBound, maxAbortedPerRead)
+}
+
+func (l *Log) collectAborted(dst []AbortedTxn, offset, upperBound int64, limit int) ([]AbortedTxn, error) {
 	segs := l.Segments()
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].BaseOffset() > offset }) - 1
 	i = max(i, 0)
-	for ; i < len(segs) && segs[i].BaseOffset() < upperBound; i++ {
+	// As Kafka's collectAbortedTransactions, every later segment may hold the marker of a
+	// transaction that began before upperBound: the walk stops only at an entry whose last
+	// stable offset reaches upperBound (segments without a .txnindex cost a lock each).
+	for ; i < len(segs); i++ {
 		s := segs[i]
 		if !s.Acquire() {
 			continue
@@ -127,7 +135,7 @@ func (l *Log) AbortedTransactions(dst []AbortedTxn, offset, upperBound int64) ([
 		if err != nil {
 			return dst, fmt.Errorf("aborted transactions of %s: %w", l.dir, err)
 		}
-		if complete || len(dst) >= maxAbortedPerRead {
+		if complete || len(dst) >= limit {
 			break
 		}
 	}
@@ -160,7 +168,10 @@ func (l *Log) applyBatchToSegment(seg *segment.Segment, b []byte, h *record.Head
 		return nil // an empty control batch (cleaned) or another control type
 	}
 	if err != nil {
-		return fmt.Errorf("transaction marker at %d of %s: %w", h.BaseOffset, l.dir, err)
+		// Only a log written elsewhere can hold one (AppendStored refuses them): it ends
+		// nothing, as an unknown control type.
+		slog.Warn("malformed transaction marker ignored", "dir", l.dir, "offset", h.BaseOffset, "err", err)
+		return nil
 	}
 	return l.completeTxnLocked(seg, h.ProducerID, h.ProducerEpoch, m, h.BaseOffset, h.MaxTimestamp)
 }

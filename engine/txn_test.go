@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -267,10 +267,10 @@ func TestTxnRecoveryRebuildsIndexAndOngoing(t *testing.T) {
 	}
 }
 
-// TestTxnCleanerKeepsTransactions: compaction keeps transactional and control batches whole,
-// transactional records never shadow older records of their key, and the .txnindex entries go
-// into the cleaned segment.
-func TestTxnCleanerKeepsTransactions(t *testing.T) {
+// TestTxnCleanerAsKafka: compaction drops aborted transactions' records, compacts committed
+// ones, keeps markers while their transaction has a batch left, then once more with a delete
+// horizon, then drops them; the .txnindex follows the ABORT markers that stay.
+func TestTxnCleanerAsKafka(t *testing.T) {
 	clock := newTestClock()
 	cfg := compactConfig(clock)
 	dir := filepath.Join(t.TempDir(), "compacted-0")
@@ -287,48 +287,85 @@ func TestTxnCleanerKeepsTransactions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	plain(kv("a", "1"), kv("b", "1"))                            // 0-1
-	txn(7, 0, kv("a", "aborted"))                                // 2: aborted below
-	txn(8, 0, kv("b", "committed"))                              // 3
-	if _, err := l.AppendMarker(7, 0, 0, false, 0); err != nil { // 4
-		t.Fatal(err)
+	marker := func(pid int64, commit bool) {
+		if _, err := l.AppendMarker(pid, 0, 0, commit, 0); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := l.AppendMarker(8, 0, 0, true, 0); err != nil { // 5
-		t.Fatal(err)
-	}
-	plain(kv("c", "1"), kv("c", "2")) // 6-7: compacted to c=2
-	want, _ := l.AbortedTransactions(nil, 0, 1<<40)
+	plain(kv("a", "1"), kv("b", "1")) // 0-1
+	txn(7, 0, kv("a", "aborted"))     // 2: aborted (7's last batch: stays as a bare header)
+	txn(8, 0, kv("b", "committed"))   // 3
+	marker(7, false)                  // 4: stays (its transaction's header is left)
+	marker(8, true)                   // 5: stays (b=committed is left)
+	txn(9, 0, kv("c", "txn"))         // 6: committed, then superseded by c=3
+	marker(9, true)                   // 7: goes once 6 is gone and the horizon passed
+	txn(9, 1, kv("e", "1"))           // 8
+	marker(9, true)                   // 9
+	plain(kv("c", "3"))               // 10
 	sealAll(t, l)
-	plain(kv("d", "1")) // the active segment
+	plain(kv("z", "1")) // the active segment
 	c := NewCleaner(CleanerConfig{DedupeBufferSize: 1 << 20})
+	dump := func() (data []string, controls []int64, horizon map[int64]bool) {
+		recs, hs := storedRecords(t, l)
+		horizon = map[int64]bool{}
+		for _, h := range hs {
+			if h.IsControl() {
+				controls = append(controls, h.BaseOffset)
+				horizon[h.BaseOffset] = h.Attributes&deleteHorizonFlag != 0
+			}
+		}
+		ctl := map[int64]bool{}
+		for _, o := range controls {
+			ctl[o] = true
+		}
+		for _, r := range recs {
+			if !ctl[r.offset] {
+				data = append(data, fmt.Sprintf("%d:%s=%s", r.offset, r.key, r.value))
+			}
+		}
+		return data, controls, horizon
+	}
 	mustClean(t, c, l)
-	recs, hs := storedRecords(t, l)
-	var got []string
-	for _, r := range recs {
-		got = append(got, fmt.Sprintf("%d:%s=%s", r.offset, r.key, r.value))
+	data, controls, horizon := dump()
+	if want := []string{"0:a=1", "3:b=committed", "8:e=1", "10:c=3", "11:z=1"}; !reflect.DeepEqual(data, want) {
+		t.Fatalf("first cleaning kept %v, want %v", data, want)
 	}
-	wantRecs := []string{"0:a=1", "1:b=1", "2:a=aborted", "3:b=committed", "7:c=2", "8:d=1"}
-	controls := 0
-	for _, h := range hs {
-		if h.IsControl() {
-			controls++
-		}
+	if want := []int64{4, 5, 7, 9}; !reflect.DeepEqual(controls, want) || horizon[7] {
+		t.Fatalf("first cleaning kept markers %v (horizons %v), want %v without horizons", controls, horizon, want)
 	}
-	// storedRecords skips control records' key/value pairs or lists them: accept both.
-	var data []string
-	for _, g := range got {
-		if !strings.HasPrefix(g, "4:") && !strings.HasPrefix(g, "5:") {
-			data = append(data, g)
-		}
+	got, _ := l.AbortedTransactions(nil, 0, 1<<40)
+	if len(got) != 1 || got[0].ProducerID != 7 || got[0].FirstOffset != 2 || got[0].LastOffset != 4 {
+		t.Fatalf("aborted after the first cleaning: %v", got)
 	}
-	if !reflect.DeepEqual(data, wantRecs) || controls != 2 {
-		t.Fatalf("after cleaning %v (%d control batches), want %v and 2", got, controls, wantRecs)
+	// Second cleaning: 7's marker has no data of its transaction left: it gets its horizon.
+	mustClean(t, c, l)
+	_, controls, horizon = dump()
+	if want := []int64{4, 5, 7, 9}; !reflect.DeepEqual(controls, want) || !horizon[7] || horizon[5] || horizon[9] {
+		t.Fatalf("second cleaning: markers %v horizons %v", controls, horizon)
 	}
-	after, err := l.AbortedTransactions(nil, 0, 1<<40)
-	if err != nil || !reflect.DeepEqual(after, want) || len(want) != 1 {
-		t.Fatalf("aborted after cleaning %v %v, want %v", after, err, want)
+	// After delete.retention.ms it goes.
+	clock.advance(2 * time.Minute)
+	mustClean(t, c, l)
+	data, controls, _ = dump()
+	if want := []int64{4, 5, 9}; !reflect.DeepEqual(controls, want) {
+		t.Fatalf("after the horizon: markers %v, want %v", controls, want)
+	}
+	if want := []string{"0:a=1", "3:b=committed", "8:e=1", "10:c=3", "11:z=1"}; !reflect.DeepEqual(data, want) {
+		t.Fatalf("after the horizon kept %v, want %v", data, want)
+	}
+	if got, _ := l.AbortedTransactions(nil, 0, 1<<40); len(got) != 1 || got[0].ProducerID != 7 {
+		t.Fatalf("aborted after cleanings: %v", got)
 	}
 	noLeftovers(t, dir)
+	// An open transaction bounds the cleanable section.
+	txn(10, 0, kv("q", "open"))
+	plain(kv("q", "later"))
+	sealAll(t, l)
+	plain(kv("y", "1"))
+	r := l.cleanableRange(clock.now().UnixMilli())
+	if r.end > l.LastStableOffset() {
+		t.Fatalf("cleanable up to %d past the LSO %d", r.end, l.LastStableOffset())
+	}
 }
 
 // TestTxnFollowerCopiesMarkers: a follower appending its leader's bytes (AppendStored, the
@@ -422,5 +459,143 @@ func TestTxnCorruptIndexRebuilt(t *testing.T) {
 	got, err := r.AbortedTransactions(nil, 0, 1<<40)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("after rebuild %v %v, want %v", got, err, want)
+	}
+}
+
+// TestTxnAppendStoredRefusesMalformedMarker: a CRC-valid control batch whose marker record is
+// malformed is refused before it is stored.
+func TestTxnAppendStoredRefusesMalformedMarker(t *testing.T) {
+	l := openTxnLog(t, filepath.Join(t.TempDir(), "t-0"), false)
+	defer l.Close()
+	bad := record.Build(nil, record.BuildOptions{ProducerID: 3, BaseSequence: -1, Attributes: record.AttrControl | record.AttrTransactional},
+		[]record.Record{{Key: []byte{0, 0, 0, 1}, Value: []byte{0}}})
+	if _, err := l.AppendStored(bad); err == nil {
+		t.Fatal("malformed marker stored")
+	}
+	if l.LogEndOffset() != 0 {
+		t.Fatalf("log end %d", l.LogEndOffset())
+	}
+	good := record.BuildEndTxnMarker(nil, 0, 1, 3, 0, record.EndTxnMarker{Commit: true})
+	if _, err := l.AppendStored(good); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTxnCleanerReadCommittedView: random plain writes and transactions (committed or aborted)
+// on a compacted log, cleaned several times across delete.retention.ms: what a read_committed
+// consumer reads (aborted transactions skipped by the aborted list, as clients do) keeps the
+// latest committed value of every key, and never an aborted one.
+func TestTxnCleanerReadCommittedView(t *testing.T) {
+	for seed := uint64(1); seed <= 6; seed++ {
+		clock := newTestClock()
+		cfg := compactConfig(clock)
+		cfg.SegmentBytes = 2 << 10
+		dir := filepath.Join(t.TempDir(), "compacted-0")
+		l := openCompacted(t, vfs.OS, dir, cfg, false, 0)
+		rng := mix64(seed)
+		next := func(n uint64) uint64 { rng = mix64(rng + 0x9e3779b97f4a7c15); return rng % n }
+		type write struct {
+			k, v string
+			txn  int // -1: plain
+		}
+		var writes []write
+		committed := map[int]bool{}
+		current := map[int64]int{} // producer -> its open transaction's id
+		txnIDs := 0
+		seqs := map[int64]int32{}
+		for i := 0; i < 400; i++ {
+			k := fmt.Sprintf("k%d", next(12))
+			v := fmt.Sprintf("v%d", i)
+			switch op := next(10); {
+			case op < 4:
+				if _, err := l.Append(record.Build(nil, record.BuildOptions{ProducerID: -1, BaseSequence: -1}, []record.Record{{Key: []byte(k), Value: []byte(v)}})); err != nil {
+					t.Fatal(err)
+				}
+				writes = append(writes, write{k, v, -1})
+			case op < 8:
+				pid := int64(next(3))
+				b := record.Build(nil, record.BuildOptions{ProducerID: pid, BaseSequence: seqs[pid], Attributes: record.AttrTransactional},
+					[]record.Record{{Key: []byte(k), Value: []byte(v)}})
+				if _, err := l.Append(b); err != nil {
+					t.Fatal(err)
+				}
+				seqs[pid]++
+				id, ok := current[pid]
+				if !ok {
+					txnIDs++
+					id = txnIDs
+					current[pid] = id
+				}
+				writes = append(writes, write{k, v, id})
+			default:
+				pid := int64(next(3))
+				commit := next(2) == 0
+				if _, err := l.AppendMarker(pid, 0, 0, commit, 0); err != nil {
+					t.Fatal(err)
+				}
+				if id, ok := current[pid]; ok && commit {
+					committed[id] = true
+				}
+				delete(current, pid)
+			}
+			if i%50 == 49 {
+				c := NewCleaner(CleanerConfig{DedupeBufferSize: 1 << 20})
+				if _, err := c.Clean(l); err != nil {
+					t.Fatal(err)
+				}
+				clock.advance(40 * time.Second)
+			}
+		}
+		for pid := range current { // end every transaction (aborted)
+			if _, err := l.AppendMarker(pid, 0, 0, false, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		latest := map[string]string{}
+		for _, w := range writes {
+			if w.txn < 0 || committed[w.txn] {
+				latest[w.k] = w.v
+			}
+		}
+		for round := 0; round < 3; round++ {
+			sealAll(t, l)
+			c := NewCleaner(CleanerConfig{DedupeBufferSize: 1 << 20})
+			if _, err := c.Clean(l); err != nil {
+				t.Fatal(err)
+			}
+			clock.advance(2 * time.Minute)
+		}
+		// Read as a read_committed client: skip the batches of aborted transactions.
+		aborted, err := l.AbortedTransactions(nil, l.LogStartOffset(), l.LastStableOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		skipping := map[int64]bool{}
+		got := map[string]string{}
+		for _, b := range scanLog(t, l) {
+			for _, a := range aborted {
+				if a.FirstOffset <= b.LastOffset() && a.LastOffset >= b.BaseOffset && b.ProducerID == a.ProducerID && !b.IsControl() {
+					skipping[b.ProducerID] = true
+				}
+			}
+			if b.IsControl() {
+				delete(skipping, b.ProducerID)
+				continue
+			}
+			if b.IsTransactional() && skipping[b.ProducerID] {
+				continue
+			}
+			recs, err := decodeRecords(b.Bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				got[string(r.Key)] = string(r.Value)
+			}
+		}
+		if !reflect.DeepEqual(got, latest) {
+			t.Fatalf("seed %d: read_committed view after cleaning %v\nwant %v", seed, got, latest)
+		}
+		l.Close()
 	}
 }
