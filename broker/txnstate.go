@@ -445,7 +445,10 @@ func (b *Broker) sendPeer(ctx context.Context, key peerKey, addr string, req kms
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	resp, err := p.conn.Request(req, deadline)
+	conn := p.conn
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() }) // a resigned coordinator or a shutdown does not wait for the answer
+	resp, err := conn.Request(req, deadline)
+	stop()
 	if err != nil {
 		_ = p.conn.Close()
 		p.conn = nil
