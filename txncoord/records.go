@@ -31,7 +31,7 @@ import (
 // below it; Config.TransactionVersion chooses the same way.
 
 const (
-	keyVersion     = 0
+	keyVersion      = 0
 	maxValueVersion = 1
 	// maxIDLen is the longest transactional id (and topic name) the schema's int16 string
 	// length can hold.
