@@ -21,6 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/internal/testcluster"
+	"github.com/weir-mq/weir/internal/testcluster/tbcluster"
 	"github.com/weir-mq/weir/record"
 )
 
@@ -393,12 +395,29 @@ func TestClusterTxnCoordinatorKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process cluster")
 	}
-	c := startCluster(t, 3, nil)
+	txnKillCycles(t, startCluster(t, 3, nil), 3)
+}
+
+// TestTxnSingleBrokerKill: a single `weir serve` (its own metadata quorum) SIGKILLed around
+// EndTxn and restarted: the restarted coordinator completes decided commits from
+// __transaction_state and aborts the undecided ones after their timeout.
+func TestTxnSingleBrokerKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process cluster")
+	}
+	tc := tbcluster.Start(t, testcluster.Config{N: 1, Single: true, Props: map[string]string{"group.initial.rebalance.delay.ms": "0"}})
+	txnKillCycles(t, wrapCluster(t, tc), 1)
+}
+
+// txnKillCycles SIGKILLs the coordinator of a transaction at several delays after its
+// EndTxn(commit), restarts it, and checks read_committed sees every transaction whole or not at
+// all (and every acknowledged commit), with the LSO back at the log end.
+func txnKillCycles(t *testing.T, c *testCluster, rf int16) {
 	adm := kadm.NewClient(c.client())
 	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
 	defer cancel()
 	const topic, parts = "ctxn-kill", 3
-	if _, err := adm.CreateTopic(ctx, parts, 3, nil, topic); err != nil {
+	if _, err := adm.CreateTopic(ctx, parts, rf, nil, topic); err != nil {
 		t.Fatal(err)
 	}
 	delays := []time.Duration{0, time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond}
