@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"slices"
@@ -414,13 +415,19 @@ func TestTxnSingleBrokerKill(t *testing.T) {
 // all (and every acknowledged commit), with the LSO back at the log end.
 func txnKillCycles(t *testing.T, c *testCluster, rf int16) {
 	adm := kadm.NewClient(c.client())
-	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
+	delays := []time.Duration{0, time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond}
+	if n, err := strconv.Atoi(os.Getenv("WEIR_TXN_KILL_CYCLES")); err == nil && n > 0 { // more cycles, random delays (docs/transactions.md)
+		delays = delays[:0]
+		for range min(n, 500) {
+			delays = append(delays, time.Duration(rand.Int64N(int64(15*time.Millisecond))))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second+15*time.Second*time.Duration(len(delays)))
 	defer cancel()
 	const topic, parts = "ctxn-kill", 3
 	if _, err := adm.CreateTopic(ctx, parts, rf, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	delays := []time.Duration{0, time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond}
 	committed := map[string]bool{}
 	for cycle, delay := range delays {
 		id := "kill-tx-" + strconv.Itoa(cycle)
