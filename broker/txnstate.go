@@ -25,6 +25,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -261,7 +262,7 @@ func (o offsetsLog) AppendTxn(batch []byte) (int64, error) {
 		}
 	}
 	if seq != h.BaseSequence {
-		binaryPutInt32(batch[record.BaseSequenceOffset:], seq)
+		binary.BigEndian.PutUint32(batch[record.BaseSequenceOffset:], uint32(seq))
 		record.SetChecksum(batch)
 	}
 	return o.Append(batch)
@@ -273,10 +274,6 @@ func nextSequence(last int32) int32 {
 		return 0
 	}
 	return last + 1
-}
-
-func binaryPutInt32(b []byte, v int32) {
-	b[0], b[1], b[2], b[3] = byte(uint32(v)>>24), byte(uint32(v)>>16), byte(uint32(v)>>8), byte(v)
 }
 
 // txnMarkers is txncoord.MarkerWriter.
