@@ -27,8 +27,11 @@ package broker
 // default) and for a batch already in the topic's codec nothing is copied: the request's bytes
 // are appended in place. Followers append the leader's bytes (AppendStored): never recompressed.
 // A transactional batch needs the request's transactional_id, as in Kafka
-// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one); transactional ids themselves are refused
-// until the transaction coordinator serves them.
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one), and a request with a transactional_id
+// needs WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition). With
+// transaction.partition.verification.enable (KIP-890 part 1, txnverify.go) the leader asks the
+// transaction coordinator whether the partition is in the producer's transaction before the
+// first transactional batch of each transaction on the partition.
 
 import (
 	"errors"
@@ -73,6 +76,10 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 	badAcks := req.Acks != 0 && req.Acks != 1 && req.Acks != -1
 	var pending []pendingAppend
 	denied := b.topicDenied(r, acl.OpWrite) // ACL: WRITE on each topic (authz.go)
+	var txnIDErr *kerr.Error
+	if req.TransactionID != nil {
+		txnIDErr = b.authorize(r, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionID) // ACL: WRITE on the transactional id
+	}
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -104,9 +111,9 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 			switch {
 			case badAcks:
 				err = fmt.Errorf("acks %d: %w", req.Acks, kerr.InvalidRequiredAcks)
-			case req.TransactionID != nil:
-				err = fmt.Errorf("transactional produce is not supported: %w", kerr.TransactionalIDAuthorizationFailed)
-			case len(rp.Records) > record.AttributesOffset+1 && int16(rp.Records[record.AttributesOffset+1])&record.AttrTransactional != 0:
+			case txnIDErr != nil:
+				err = txnIDErr
+			case req.TransactionID == nil && len(rp.Records) > record.AttributesOffset+1 && int16(rp.Records[record.AttributesOffset+1])&record.AttrTransactional != 0:
 				// Kafka's handleProduceRequest: transactional records need the request's
 				// transactional id (and WRITE on it). Without a coordinator nothing would end
 				// such a transaction, and it would hold read_committed consumers back forever.
@@ -140,6 +147,8 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 					err = fmt.Errorf("this broker does not lead %s-%d: %w", t.Name, rp.Partition, kerr.NotLeaderForPartition)
 				case req.Acks == -1 && !rep.local && rep.isrSize() < minISR:
 					err = fmt.Errorf("ISR of %s-%d has %d replicas, min.insync.replicas is %d: %w", t.Name, rp.Partition, rep.isrSize(), minISR, kerr.NotEnoughReplicas)
+				case req.TransactionID != nil && b.verifyTxnProduce(*req.TransactionID, tp, rp.Records, &err):
+					// KIP-890 part 1 (txnverify.go): err says why the batch is refused.
 				default:
 					l := rep.log
 					var info engine.AppendInfo

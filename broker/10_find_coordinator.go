@@ -1,13 +1,14 @@
 package broker
 
-// FindCoordinator (key 10), v0-v6. Key type 0 (group): this broker coordinates every group (a
-// single broker leads every partition of __consumer_offsets, which is created here on first
-// use, as Kafka does). v4+ batches keys in coordinator_keys with a result per key. Key type 1
-// (transaction) answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId does for a
-// transactional id: weir has no transaction coordinator, and a non-retriable error makes
-// transactional clients fail fast instead of retrying until their timeout; any
-// other type is INVALID_REQUEST. A group id longer than Kafka's records can hold is
-// INVALID_GROUP_ID.
+// FindCoordinator (key 10), v0-v6. Key type 0 (group): the leader of the group's
+// __consumer_offsets partition (the topic is created here on first use, as Kafka does); DESCRIBE
+// on the group. Key type 1 (transaction): the leader of the transactional id's
+// __transaction_state partition (created here on first use: txnstate.go); DESCRIBE on the
+// transactional id; an empty id is INVALID_REQUEST as in Kafka. Any other type is
+// INVALID_REQUEST. v4+ batches keys in coordinator_keys with a result per key. A key longer than
+// Kafka's records can hold is INVALID_GROUP_ID (groups) or INVALID_REQUEST (transactional ids).
+// While the topic cannot be created (too few brokers for its replication factor) or a partition
+// has no leader, COORDINATOR_NOT_AVAILABLE (clients retry).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,27 +27,37 @@ func handleFindCoordinator(b *Broker, r *netio.Request) netio.Reply {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	resp.SetVersion(r.Version)
 	find := func(key string) (nodeID int32, host string, port int32, err *kerr.Error) {
+		var t Topic
+		var p int32
 		switch req.CoordinatorType {
 		case 0:
+			if len(key) > 32767 {
+				return -1, "", -1, kerr.InvalidGroupID
+			}
+			if e := b.authorize(r, acl.OpDescribe, acl.ResourceGroup, key); e != nil { // ACL: DESCRIBE on the group
+				return -1, "", -1, e
+			}
+			var e error
+			if t, e = b.ensureOffsetsTopic(); e != nil {
+				return -1, "", -1, kerr.CoordinatorNotAvailable
+			}
+			p = b.groups.coord.PartitionFor(key)
 		case 1:
-			// Not retriable, unlike COORDINATOR_NOT_AVAILABLE: a transactional client fails at
-			// once with a clear error instead of retrying until its timeout.
-			return -1, "", -1, kerr.TransactionalIDAuthorizationFailed
+			if key == "" || len(key) > 32767 {
+				return -1, "", -1, kerr.InvalidRequest
+			}
+			if e := b.authorize(r, acl.OpDescribe, acl.ResourceTransactionalID, key); e != nil { // ACL: DESCRIBE on the transactional id
+				return -1, "", -1, e
+			}
+			var e error
+			if t, e = b.ensureTxnStateTopic(); e != nil {
+				return -1, "", -1, kerr.CoordinatorNotAvailable
+			}
+			p = b.txns.coord.PartitionFor(key)
 		default:
 			return -1, "", -1, kerr.InvalidRequest
 		}
-		if len(key) > 32767 {
-			return -1, "", -1, kerr.InvalidGroupID
-		}
-		if e := b.authorize(r, acl.OpDescribe, acl.ResourceGroup, key); e != nil { // ACL: DESCRIBE on the group
-			return -1, "", -1, e
-		}
-		t, e := b.ensureOffsetsTopic()
-		if e != nil {
-			return -1, "", -1, kerr.CoordinatorNotAvailable
-		}
-		p := b.groups.coord.PartitionFor(key)
-		if p >= t.Partitions {
+		if p >= t.Partitions || p >= int32(len(t.Assign)) {
 			return -1, "", -1, kerr.CoordinatorNotAvailable
 		}
 		leader := t.Assign[p].Leader

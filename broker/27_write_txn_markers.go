@@ -10,8 +10,8 @@ package broker
 // (acks=all, bounded by min.insync.replicas like a produce) or durable on a single broker.
 // A partition this broker does not lead answers NOT_LEADER_OR_FOLLOWER, an unknown one
 // UNKNOWN_TOPIC_OR_PARTITION. Markers are accepted on internal topics (the coordinator writes
-// them to __consumer_offsets); what the group coordinator does with them comes with transactional
-// offset commits.
+// them to __consumer_offsets), and a marker there is handed to the group coordinator
+// (CompleteTxn: pending transactional offsets committed or dropped) before the answer.
 
 import (
 	"fmt"
@@ -73,25 +73,13 @@ func handleWriteTxnMarkers(b *Broker, r *netio.Request) netio.Reply {
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 					continue
 				}
-				rep := b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: p})
-				if rep == nil {
-					sp.ErrorCode = kerr.NotLeaderForPartition.Code
-					continue
-				}
-				minISR := 1
-				if !rep.local {
-					minISR = keyMinInsyncReplicas.Topic(b.cfg, t.Configs)
-					if rep.isrSize() < minISR {
-						sp.ErrorCode = kerr.NotEnoughReplicas.Code
-						continue
-					}
-				}
-				info, epoch, err := rep.appendMarkerAsLeader(m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed, int16(m.TransactionVersion))
+				pm, err := b.appendTxnMarker(t, p, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed, int16(m.TransactionVersion))
 				if err != nil {
 					sp.ErrorCode = errorCode(err)
 					continue
 				}
-				pending = append(pending, pendingMarker{part: sp, rep: rep, upTo: info.LastOffset + 1, epoch: epoch, minISR: minISR})
+				pm.part = sp
+				pending = append(pending, pm)
 			}
 		}
 	}
@@ -106,18 +94,51 @@ func handleWriteTxnMarkers(b *Broker, r *netio.Request) netio.Reply {
 		t := time.NewTimer(txnMarkerWait)
 		defer t.Stop()
 		for _, p := range pending {
-			var err error
-			if p.rep.local {
-				err = p.rep.log.AwaitDurable(p.upTo)
-			} else {
-				err = p.rep.waitCommitted(p.upTo, p.epoch, p.minISR, t.C, closing)
-			}
-			if err != nil {
+			if err := p.wait(t.C, closing); err != nil {
 				p.part.ErrorCode = errorCode(err)
 			}
 		}
 		return netio.Reply{Response: resp}
 	}}
+}
+
+// appendTxnMarker appends one transaction marker on partition p of t, which this broker must
+// lead (NOT_LEADER_OR_FOLLOWER otherwise; NOT_ENOUGH_REPLICAS when the ISR is below
+// min.insync.replicas), and returns what to wait for. A marker on __consumer_offsets is handed
+// to the group coordinator (CompleteTxn) right after the append, before anyone is answered, so
+// the transaction's pending offsets are committed or dropped before the producer can start its
+// next transaction. Both the WriteTxnMarkers handler and the local transaction coordinator
+// (txnstate.go) write markers through here.
+func (b *Broker) appendTxnMarker(t Topic, p int32, producerID int64, producerEpoch int16, coordinatorEpoch int32, commit bool, txnVersion int16) (pendingMarker, error) {
+	rep := b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: p})
+	if rep == nil {
+		return pendingMarker{}, fmt.Errorf("%s-%d is not hosted here: %w", t.Name, p, kerr.NotLeaderForPartition)
+	}
+	minISR := 1
+	if !rep.local {
+		minISR = keyMinInsyncReplicas.Topic(b.cfg, t.Configs)
+		if rep.isrSize() < minISR {
+			return pendingMarker{}, fmt.Errorf("%s-%d has fewer in-sync replicas than %d: %w", t.Name, p, minISR, kerr.NotEnoughReplicas)
+		}
+	}
+	info, epoch, err := rep.appendMarkerAsLeader(producerID, producerEpoch, coordinatorEpoch, commit, txnVersion)
+	if err != nil {
+		return pendingMarker{}, err
+	}
+	b.forgetTxnVerification(engine.TopicPartition{Topic: t.Name, Partition: p}, producerID)
+	if t.Name == offsetsTopic && b.groups.coord != nil {
+		b.groups.coord.CompleteTxn(p, producerID, commit, info.LastOffset)
+	}
+	return pendingMarker{rep: rep, upTo: info.LastOffset + 1, epoch: epoch, minISR: minISR}, nil
+}
+
+// wait blocks until the marker is replicated to the ISR (a single broker: durable), the timer
+// fires or closing is closed.
+func (p pendingMarker) wait(timer <-chan time.Time, closing <-chan struct{}) error {
+	if p.rep.local {
+		return p.rep.log.AwaitDurable(p.upTo)
+	}
+	return p.rep.waitCommitted(p.upTo, p.epoch, p.minISR, timer, closing)
 }
 
 // appendMarkerAsLeader appends a transaction marker if this broker leads the partition, holding

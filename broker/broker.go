@@ -39,6 +39,7 @@ type Broker struct {
 	topics    *topicStore
 	producers *producerIDs
 	groups    groupsState // the group coordinator (groups.go)
+	txns      txnState    // the transaction coordinator (txnstate.go)
 
 	registry *netio.Registry
 	server   *netio.Server
@@ -179,6 +180,10 @@ func New(cfg *Config) (*Broker, error) {
 		b.logs.Close()
 		return fail(err)
 	}
+	if err := b.openTxns(); err != nil {
+		b.logs.Close()
+		return fail(err)
+	}
 	b.rm = newReplicaManager(b)
 	b.rm.reconcile()
 	b.registry = netio.NewRegistry()
@@ -262,6 +267,7 @@ func (b *Broker) Start() error {
 	adv := b.advertised
 	b.rm.start()
 	b.startGroups()
+	b.startTxns()
 	if b.sec.anySASL() {
 		go b.ensureScramSecret() // the secret behind unknown users' fake SCRAM credentials (scram.go)
 	}
@@ -340,6 +346,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		}
 	}
 	errs := []error{b.server.Shutdown(ctx)}
+	b.closeTxns()
 	b.rm.close()
 	b.closeGroups()
 	errs = append(errs, b.ctl.Close())

@@ -166,6 +166,9 @@ func (s *offsetsStore) Existing(p int32) (coordinator.OffsetsLog, bool) {
 type offsetsLog struct {
 	l *engine.Log
 	b *Broker
+	// minISR is the in-sync replicas an append waits for on a replicated partition (0: 1, as
+	// for __consumer_offsets; __transaction_state uses its min.insync.replicas).
+	minISR int
 }
 
 func (o offsetsLog) Append(batch []byte) (int64, error) {
@@ -205,7 +208,7 @@ func (o offsetsLog) AwaitDurable(upTo int64) error {
 	}
 	timer := time.NewTimer(keyRequestTimeout.Get(o.b.cfg))
 	defer timer.Stop()
-	if err := r.waitCommitted(upTo, epoch, 1, timer.C, nil); err != nil {
+	if err := r.waitCommitted(upTo, epoch, max(o.minISR, 1), timer.C, nil); err != nil {
 		return fmt.Errorf("%v: %w", err, kerr.NotCoordinator)
 	}
 	return nil

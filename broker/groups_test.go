@@ -340,7 +340,11 @@ func TestGroupAdmin(t *testing.T) {
 	}
 	txn := kmsg.NewPtrFindCoordinatorRequest()
 	txn.CoordinatorType, txn.CoordinatorKey = 1, "txn"
-	wantCode(t, "transaction coordinator", wireRoundTrip[*kmsg.FindCoordinatorResponse](w, txn, 3).ErrorCode, kerr.TransactionalIDAuthorizationFailed)
+	if resp := wireRoundTrip[*kmsg.FindCoordinatorResponse](w, txn, 3); resp.ErrorCode != 0 || resp.NodeID != b.nodeID {
+		t.Fatalf("transaction coordinator: %+v", resp)
+	}
+	txn.CoordinatorKey = ""
+	wantCode(t, "empty transactional id", wireRoundTrip[*kmsg.FindCoordinatorResponse](w, txn, 3).ErrorCode, kerr.InvalidRequest)
 	topics, err := adm.ListTopics(ctx, offsetsTopic)
 	if err != nil {
 		t.Fatal(err)

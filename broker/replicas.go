@@ -246,6 +246,7 @@ func (rm *replicaManager) reconcile() (complete bool) {
 		}
 	}
 	b.groupsImageChanged(img)
+	b.txnImageChanged(img)
 	_ = leaders
 	return complete
 }

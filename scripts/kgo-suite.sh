@@ -7,7 +7,10 @@
 #   scripts/kgo-suite.sh                 # every test
 #   scripts/kgo-suite.sh 'TestIssue|TestClient_'   # tests matching a regexp
 #
-# Environment: KGO_SUITE_DIR (scratch dir, default a new temp dir; kept, it holds the logs),
+# Environment: KGO_SUITE_BROKERS=3 runs the suite against a cluster of 3 brokers (a metadata quorum
+# of the three; Kafka ports KGO_SUITE_PORT+1..3, default 29610, controller ports +11..+13;
+# KGO_TEST_RF=3, logs weir-1.log..weir-3.log) instead of one broker on an ephemeral port.
+# KGO_SUITE_DIR (scratch dir, default a new temp dir; kept, it holds the logs),
 # KGO_SUITE_TIMEOUT (per test, default 60s), KGO_TEST_RECORDS (records per ETL-style test,
 # default 20000; the suite's own default is 500000). The suite's other knobs (KGO_TEST_RF=1 for a
 # single broker, KGO_SEEDS) are set here.
@@ -35,22 +38,48 @@ cp -r "$src" "$work/franz-go"
 chmod -R u+w "$work/franz-go"
 (cd "$work/franz-go/pkg/kgo" && go test -c -o "$work/kgo.test" .)
 
-# The broker: a fresh log dir, an ephemeral loopback port read back from its start-up line.
-rm -rf "$work/data"
-"$work/weir" serve --set listeners=PLAINTEXT://127.0.0.1:0 --set "log.dirs=$work/data" >"$work/weir.log" 2>&1 &
-weir_pid=$!
-trap 'kill "$weir_pid" 2>/dev/null; wait "$weir_pid" 2>/dev/null || true' EXIT
-addr=""
-for _ in $(seq 1 100); do
-  addr="$(sed -n 's/.* listeners=PLAINTEXT:\/\/\([0-9.]*:[0-9]*\).*/\1/p' "$work/weir.log" | head -1)"
-  [[ -n "$addr" ]] && break
-  kill -0 "$weir_pid" 2>/dev/null || { cat "$work/weir.log" >&2; exit 1; }
-  sleep 0.1
-done
-[[ -n "$addr" ]] || { echo "weir did not start" >&2; cat "$work/weir.log" >&2; exit 1; }
-echo "weir serving on $addr" >&2
+brokers="${KGO_SUITE_BROKERS:-1}"
+weir_pids=()
+trap 'kill "${weir_pids[@]}" 2>/dev/null; wait "${weir_pids[@]}" 2>/dev/null || true' EXIT
+if [[ "$brokers" == 1 ]]; then
+  # The broker: a fresh log dir, an ephemeral loopback port read back from its start-up line.
+  rm -rf "$work/data"
+  "$work/weir" serve --set listeners=PLAINTEXT://127.0.0.1:0 --set "log.dirs=$work/data" >"$work/weir.log" 2>&1 &
+  weir_pids=($!)
+  addr=""
+  for _ in $(seq 1 100); do
+    addr="$(sed -n 's/.* listeners=PLAINTEXT:\/\/\([0-9.]*:[0-9]*\).*/\1/p' "$work/weir.log" | head -1)"
+    [[ -n "$addr" ]] && break
+    kill -0 "${weir_pids[0]}" 2>/dev/null || { cat "$work/weir.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  [[ -n "$addr" ]] || { echo "weir did not start" >&2; cat "$work/weir.log" >&2; exit 1; }
+  seeds="$addr" rf=1
+else
+  # A cluster: fixed loopback ports, every broker a voter of the metadata quorum.
+  base="${KGO_SUITE_PORT:-29610}"
+  voters="" seeds=""
+  for i in $(seq 1 "$brokers"); do
+    voters="${voters:+$voters,}$i@127.0.0.1:$((base + 10 + i))"
+    seeds="${seeds:+$seeds,}127.0.0.1:$((base + i))"
+  done
+  for i in $(seq 1 "$brokers"); do
+    rm -rf "$work/data-$i"
+    "$work/weir" serve --set node.id="$i" --set listeners=PLAINTEXT://127.0.0.1:$((base + i)) --set "log.dirs=$work/data-$i" \
+      --set "controller.quorum.voters=$voters" --set metrics.listener= >"$work/weir-$i.log" 2>&1 &
+    weir_pids+=($!)
+  done
+  for _ in $(seq 1 200); do
+    grep -q 'weir broker started' "$work/weir-$brokers.log" 2>/dev/null && grep -q 'weir broker started' "$work/weir-1.log" && break
+    sleep 0.1
+  done
+  grep -q 'weir broker started' "$work/weir-1.log" || { echo "the cluster did not start" >&2; cat "$work/weir-1.log" >&2; exit 1; }
+  rf="$brokers"
+  cat "$work"/weir-*.log >"$work/weir.log"
+fi
+echo "weir serving on $seeds" >&2
 
-export KGO_SEEDS="$addr" KGO_TEST_RF=1 KGO_LOG_LEVEL="${KGO_LOG_LEVEL:-info}"
+export KGO_SEEDS="$seeds" KGO_TEST_RF="$rf" KGO_LOG_LEVEL="${KGO_LOG_LEVEL:-info}"
 export KGO_TEST_RECORDS="${KGO_TEST_RECORDS:-20000}"
 
 printf 'test\tresult\tseconds\tfirst failure\n' >"$work/results.tsv"
@@ -83,6 +112,8 @@ for t in $("$work/kgo.test" -test.list "$filter" | grep '^Test'); do
   printf '%s\t%s\t%s\t%s\n' "$t" "$result" "$secs" "$why" >>"$work/results.tsv"
   printf '%-55s %-8s %6ss %s\n' "$t" "$result" "$secs" "$why" >&2
   # The broker must survive every test.
-  kill -0 "$weir_pid" 2>/dev/null || { echo "weir exited during $t" >&2; cat "$work/weir.log" >&2; exit 1; }
+  for pid in "${weir_pids[@]}"; do
+    kill -0 "$pid" 2>/dev/null || { echo "weir exited during $t" >&2; tail -50 "$work"/weir*.log >&2; exit 1; }
+  done
 done
 echo "pass $pass, fail $fail, skip $skip; results in $work/results.tsv" >&2
