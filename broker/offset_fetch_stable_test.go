@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/binary"
 	"testing"
 	"time"
 
@@ -158,14 +157,7 @@ func writeTxnMarker(t *testing.T, b *Broker, p int32, pid int64, commit bool) {
 	if !ok {
 		t.Fatal("no __consumer_offsets log")
 	}
-	typ := uint16(0)
-	if commit {
-		typ = 1
-	}
-	key := binary.BigEndian.AppendUint16([]byte{0, 0}, typ)
-	val := binary.BigEndian.AppendUint32([]byte{0, 0}, 0)
-	at := appendStoredAtEnd(t, l, record.Build(nil, record.BuildOptions{ProducerID: pid, ProducerEpoch: 0, BaseSequence: -1, Attributes: 0x30},
-		[]record.Record{{Key: key, Value: val}}))
+	at := appendStoredAtEnd(t, l, record.BuildEndTxnMarker(nil, 0, 0, pid, 0, record.EndTxnMarker{Commit: commit}))
 	b.Coordinator().CompleteTxn(p, pid, commit, at)
 }
 

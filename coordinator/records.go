@@ -29,8 +29,8 @@ func buildBatch(nowMs int64, recs []kv) []byte {
 
 // Batch attributes of the coordinator's transactional offset commits (RecordBatch v2).
 const (
-	attrTransactional int16 = 0x10
-	attrControl       int16 = 0x20
+	attrTransactional = record.AttrTransactional
+	attrControl       = record.AttrControl
 )
 
 // Control record types of an end-transaction marker (Kafka's ControlRecordType).

@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"encoding/binary"
 	"testing"
 	"time"
 
@@ -14,14 +13,7 @@ import (
 // batch of the producer with one control record, key version 0 + type (0 ABORT, 1 COMMIT),
 // value version 0 + coordinator epoch (the coordinator tests' own builder).
 func controlBatch(pid int64, epoch int16, commit bool, coordinatorEpoch int32) []byte {
-	typ := controlAbort
-	if commit {
-		typ = controlCommit
-	}
-	key := binary.BigEndian.AppendUint16([]byte{0, 0}, uint16(typ))
-	value := binary.BigEndian.AppendUint32([]byte{0, 0}, uint32(coordinatorEpoch))
-	return record.Build(nil, record.BuildOptions{BaseTimestamp: 1, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: -1,
-		Attributes: attrControl | attrTransactional}, []record.Record{{Key: key, Value: value}})
+	return record.BuildEndTxnMarker(nil, 0, 1, pid, epoch, record.EndTxnMarker{Commit: commit, CoordinatorEpoch: coordinatorEpoch})
 }
 
 // marker appends producer pid's end marker to group's partition and tells the coordinator, as
