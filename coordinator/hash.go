@@ -1,34 +1,12 @@
 package coordinator
 
-import "unicode/utf16"
+import "github.com/weir-mq/weir/internal/kafkahash"
 
-// javaStringHashCode is Java's String.hashCode: s[0]*31^(n-1) + ... + s[n-1] over the UTF-16 code
-// units of s, in 32-bit two's-complement arithmetic. Invalid UTF-8 bytes count as U+FFFD, as
-// Java's decoder of the request bytes would make them.
-func javaStringHashCode(s string) int32 {
-	var h int32
-	for _, r := range s {
-		if r >= 0x10000 {
-			hi, lo := utf16.EncodeRune(r)
-			h = 31*h + int32(hi)
-			h = 31*h + int32(lo)
-			continue
-		}
-		h = 31*h + int32(r)
-	}
-	return h
-}
+// javaStringHashCode is Java's String.hashCode (kafkahash.JavaStringHashCode).
+func javaStringHashCode(s string) int32 { return kafkahash.JavaStringHashCode(s) }
 
 // PartitionFor is the __consumer_offsets partition that holds group's offsets and metadata:
-// abs(javaStringHashCode(group)) mod partitions, where abs is Kafka's Utils.abs (Math.abs with
-// Integer.MIN_VALUE mapped to 0). partitions must be positive.
+// Kafka's abs(hashCode(group)) % partitions (kafkahash.PartitionFor). partitions must be positive.
 func PartitionFor(group string, partitions int32) int32 {
-	h := javaStringHashCode(group)
-	switch {
-	case h == -1<<31:
-		h = 0
-	case h < 0:
-		h = -h
-	}
-	return h % partitions
+	return kafkahash.PartitionFor(group, partitions)
 }

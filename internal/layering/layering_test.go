@@ -18,7 +18,7 @@ const module = "github.com/weir-mq/weir/"
 // (its non-test files; tests may import anything, e.g. broker to start a real broker).
 var layers = map[string]int{
 	// 0: leaves with no weir imports.
-	"record": 0, "vfs": 0, "acl": 0, "metrics": 0, "internal/peerauth": 0, "netio/testcert": 0,
+	"record": 0, "vfs": 0, "acl": 0, "metrics": 0, "internal/peerauth": 0, "internal/kafkahash": 0, "netio/testcert": 0,
 	// 1-3: storage.
 	"index":   1,
 	"segment": 2,
