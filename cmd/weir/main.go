@@ -2,9 +2,10 @@
 //
 //	weir serve [--config server.properties] [--set key=value ...]
 //	weir topic create|list|describe|delete [NAME ...] [--bootstrap host:port] [flags]
-//	weir produce --topic T [--key-separator SEP] [--acks all|1|0] < lines
+//	weir produce --topic T [--key-separator SEP] [--acks all|1|0] [--transactional-id ID [--commit-every N]] < lines
 //	weir consume --topic T [--from beginning|end|OFFSET] [--max N] [--format '%k\t%v\n']
 //	weir group list|describe|delete|reset-offsets [GROUP ...] [flags]
+//	weir txn list|describe|abort [TXN_ID ...] [flags]
 //	weir dev-cluster [-n 3] [--dir ./data-cluster] [--base-port 9092] [--controller-base-port 19093] [--set key=value ...]
 //	weir cluster info [--bootstrap host:port]
 //	weir user create|delete|list [NAME] [--password P] [--mechanism M] [--sasl-mechanism M --sasl-user U --tls ...]
@@ -37,7 +38,7 @@ func main() {
 		err = configCmd(os.Args[2:], os.Stdout)
 	case "hist":
 		err = histCmd(os.Args[2:], os.Stdout)
-	case "topic", "produce", "consume", "group", "bench", "cluster", "dev-cluster", "user", "acl":
+	case "topic", "produce", "consume", "group", "txn", "bench", "cluster", "dev-cluster", "user", "acl":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		switch os.Args[1] {
 		case "topic":
@@ -48,6 +49,8 @@ func main() {
 			err = consumeCmd(ctx, os.Args[2:], os.Stdout)
 		case "group":
 			err = groupCmd(ctx, os.Args[2:], os.Stdout)
+		case "txn":
+			err = txnCmd(ctx, os.Args[2:], os.Stdout)
 		case "bench":
 			err = benchCmd(ctx, os.Args[2:], os.Stdout, os.Stderr)
 		case "cluster":
@@ -87,8 +90,10 @@ commands:
   cluster  cluster id, controller, brokers, leaderless and under-replicated partitions: weir cluster info
   topic    create, list, describe or delete topics: weir topic create NAME --partitions 3; weir topic describe --under-replicated
   produce  send stdin lines as records: weir produce --topic T [--key-separator :] [--acks all|1|0]
+           [--transactional-id ID [--commit-every N]] (in transactions, committed every N records and at the end)
   consume  print records: weir consume --topic T [--from beginning|end|OFFSET] [--max N] [--format '%k\t%v\n']
   group    list, describe (members, lag), delete consumer groups, reset their offsets
+  txn      transactions: weir txn list [--state Ongoing]; weir txn describe ID; weir txn abort --topic T --partition P --start-offset O
   user     SCRAM users (SASL): weir user create NAME --password P; weir user delete NAME; weir user list
   acl      ACLs (authorizer on): weir acl add --allow --principal User:alice --operation READ --topic T [--prefixed]; weir acl list; weir acl remove --principal User:alice
   bench    load generator: weir bench produce|e2e|consume [--workload 1topic-16part-1kb-50k] [--out DIR]; weir bench disk --dir D; weir bench report [--update docs/benchmarks.md] DIR...; weir bench cluster failover|catchup --dir D
