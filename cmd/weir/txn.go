@@ -75,7 +75,9 @@ func txnCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		if len(names) > 0 {
 			return fmt.Errorf("txn abort: unexpected arguments %q", names)
 		}
-		spec, err = parseAbortSpec(*topic, *partition, *startOffset, *pids, *producerEpoch, *coordinatorEpoch)
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		spec, err = parseAbortSpec(set, *topic, *partition, *startOffset, *pids, *producerEpoch, *coordinatorEpoch)
 		if err != nil {
 			return err
 		}
@@ -223,33 +225,40 @@ type abortSpec struct {
 	coordinatorEpoch int32
 }
 
-// parseAbortSpec checks abort's flags as Kafka's TransactionsCommand does: the partition, and
-// either --start-offset or all of --producer-id, --producer-epoch and --coordinator-epoch.
-func parseAbortSpec(topic string, partition int, startOffset int64, pid string, producerEpoch, coordinatorEpoch int) (abortSpec, error) {
+// parseAbortSpec checks abort's flags (set: the names of the flags given) as Kafka's
+// TransactionsCommand does: the partition, and either --start-offset or all of --producer-id,
+// --producer-epoch and --coordinator-epoch. A negative coordinator epoch (what DescribeProducers
+// shows for a producer whose transaction hung before its first marker) is sent as 0, as Kafka
+// does. Unlike Kafka, which then ignores the producer flags, giving both forms is an error.
+func parseAbortSpec(set map[string]bool, topic string, partition int, startOffset int64, pid string, producerEpoch, coordinatorEpoch int) (abortSpec, error) {
 	if topic == "" || partition < 0 || partition > 1<<31-1 {
 		return abortSpec{}, errors.New("txn abort: needs --topic and --partition (>= 0)")
 	}
-	s := abortSpec{topic: topic, partition: int32(partition), startOffset: startOffset}
-	explicit := pid != "" || producerEpoch >= 0 || coordinatorEpoch >= 0
+	s := abortSpec{topic: topic, partition: int32(partition), startOffset: -1}
+	explicit := set["producer-id"] || set["producer-epoch"] || set["coordinator-epoch"]
 	switch {
-	case startOffset >= 0 && explicit:
+	case set["start-offset"] && explicit:
 		return abortSpec{}, errors.New("txn abort: give either --start-offset or --producer-id/--producer-epoch/--coordinator-epoch, not both")
-	case startOffset >= 0:
+	case set["start-offset"]:
+		if startOffset < 0 {
+			return abortSpec{}, fmt.Errorf("txn abort: --start-offset %d is negative", startOffset)
+		}
+		s.startOffset = startOffset
 		return s, nil
-	case pid == "" || producerEpoch < 0 || coordinatorEpoch < 0:
+	case !set["producer-id"] || !set["producer-epoch"] || !set["coordinator-epoch"]:
 		return abortSpec{}, errors.New("txn abort: needs --start-offset, or all of --producer-id, --producer-epoch and --coordinator-epoch")
 	}
 	id, err := strconv.ParseInt(pid, 10, 64)
 	if err != nil || id < 0 {
 		return abortSpec{}, fmt.Errorf("txn abort: --producer-id %q is not a producer id", pid)
 	}
-	if producerEpoch > 1<<15-1 {
-		return abortSpec{}, fmt.Errorf("txn abort: --producer-epoch %d is above %d", producerEpoch, 1<<15-1)
+	if producerEpoch < 0 || producerEpoch > 1<<15-1 {
+		return abortSpec{}, fmt.Errorf("txn abort: --producer-epoch %d is not in [0, %d]", producerEpoch, 1<<15-1)
 	}
 	if coordinatorEpoch > 1<<31-1 {
 		return abortSpec{}, fmt.Errorf("txn abort: --coordinator-epoch %d is above %d", coordinatorEpoch, 1<<31-1)
 	}
-	s.producerID, s.producerEpoch, s.coordinatorEpoch = id, int16(producerEpoch), int32(coordinatorEpoch)
+	s.producerID, s.producerEpoch, s.coordinatorEpoch = id, int16(producerEpoch), int32(max(coordinatorEpoch, 0))
 	return s, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,7 +108,7 @@ func TestProduceTransactional(t *testing.T) {
 		t.Fatalf("txn list --state Ongoing: %v\n%s", err, out)
 	}
 	out, err = run("describe", "cli-tx")
-	if err != nil || !strings.Contains(out, "cli-tx") || !strings.Contains(out, "Complete") {
+	if err != nil || !strings.Contains(out, "cli-tx") || !strings.Contains(out, "Commit") { // PrepareCommit until the markers are written
 		t.Fatalf("txn describe: %v\n%s", err, out)
 	}
 	if _, err := run("describe", "no-such-tx"); err == nil {
@@ -193,6 +194,49 @@ func TestTxnAbortHanging(t *testing.T) {
 	if got, want := readCommittedValues(t, ctx, addr, "hang", 2), []string{"before", "after"}; !slices.Equal(got, want) {
 		t.Fatalf("read_committed %q, want %q", got, want)
 	}
+
+	// The explicit form: producer id and epoch from DescribeProducers, coordinator epoch -1
+	// (sent as 0, as Kafka's tool does).
+	hanging2, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("hang"),
+		kgo.TransactionalID("hang-tx2"), kgo.TransactionTimeout(10*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hanging2.Close()
+	if err := hanging2.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := hanging2.ProduceSync(ctx, kgo.StringRecord("hanging2")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.ProduceSync(ctx, kgo.StringRecord("last")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	set := kadm.TopicsSet{}
+	set.Add("hang", 0)
+	dps, err := adm.DescribeProducers(ctx, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid, epoch int64 = -1, -1
+	for _, p := range dps["hang"].Partitions[0].ActiveProducers.Sorted() {
+		if p.CurrentTxnStartOffset == 4 {
+			pid, epoch = p.ProducerID, int64(p.ProducerEpoch)
+		}
+	}
+	if pid < 0 {
+		t.Fatalf("DescribeProducers: no transaction starting at 4: %+v", dps)
+	}
+	if out, err := run("abort", "--topic", "hang", "--partition", "0", "--producer-id", strconv.FormatInt(pid, 10),
+		"--producer-epoch", strconv.FormatInt(epoch, 10), "--coordinator-epoch", "-1"); err != nil {
+		t.Fatalf("txn abort with explicit producer: %v\n%s", err, out)
+	}
+	if lso, hw := stableAndEnd(t, ctx, adm, "hang"); lso != 7 || hw != 7 {
+		t.Fatalf("after the second abort: last stable offset %d, high watermark %d; want 7, 7", lso, hw)
+	}
+	if got, want := readCommittedValues(t, ctx, addr, "hang", 3), []string{"before", "after", "last"}; !slices.Equal(got, want) {
+		t.Fatalf("read_committed %q, want %q", got, want)
+	}
 }
 
 func TestTxnBadInput(t *testing.T) {
@@ -210,6 +254,7 @@ func TestTxnBadInput(t *testing.T) {
 		{"abort", "--topic", "t", "--partition", "0", "--start-offset", "1", "--producer-id", "5"},
 		{"abort", "--topic", "t", "--partition", "0", "--producer-id", "5", "--producer-epoch", "70000", "--coordinator-epoch", "0"},
 		{"abort", "--topic", "t", "--partition", "0", "--producer-id", "-5", "--producer-epoch", "1", "--coordinator-epoch", "0"},
+		{"abort", "--topic", "t", "--partition", "0", "--start-offset", "-1"},
 	} {
 		if err := txnCmd(ctx, append(args, "--bootstrap", "127.0.0.1:1"), &bytes.Buffer{}); err == nil {
 			t.Errorf("txn %v: no error", args)
