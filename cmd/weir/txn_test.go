@@ -194,6 +194,22 @@ func TestTxnAbortHanging(t *testing.T) {
 	if got, want := readCommittedValues(t, ctx, addr, "hang", 2), []string{"before", "after"}; !slices.Equal(got, want) {
 		t.Fatalf("read_committed %q, want %q", got, want)
 	}
+	// The coordinator still has hang-tx open: ending it writes its own ABORT marker after
+	// weir's, which the partition takes.
+	if err := hanging.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatalf("ending the aborted transaction at its coordinator: %v", err)
+	}
+	// (Its markers are written after EndTxn is answered: wait for the one at 4.)
+	for {
+		lso, hw := stableAndEnd(t, ctx, adm, "hang")
+		if lso == 5 && hw == 5 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("after the coordinator's abort: last stable offset %d, high watermark %d; want 5, 5", lso, hw)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	// The explicit form: producer id and epoch from DescribeProducers, coordinator epoch -1
 	// (sent as 0, as Kafka's tool does).
@@ -220,19 +236,19 @@ func TestTxnAbortHanging(t *testing.T) {
 	}
 	var pid, epoch int64 = -1, -1
 	for _, p := range dps["hang"].Partitions[0].ActiveProducers.Sorted() {
-		if p.CurrentTxnStartOffset == 4 {
+		if p.CurrentTxnStartOffset == 5 {
 			pid, epoch = p.ProducerID, int64(p.ProducerEpoch)
 		}
 	}
 	if pid < 0 {
-		t.Fatalf("DescribeProducers: no transaction starting at 4: %+v", dps)
+		t.Fatalf("DescribeProducers: no transaction starting at 5: %+v", dps)
 	}
 	if out, err := run("abort", "--topic", "hang", "--partition", "0", "--producer-id", strconv.FormatInt(pid, 10),
 		"--producer-epoch", strconv.FormatInt(epoch, 10), "--coordinator-epoch", "-1"); err != nil {
 		t.Fatalf("txn abort with explicit producer: %v\n%s", err, out)
 	}
-	if lso, hw := stableAndEnd(t, ctx, adm, "hang"); lso != 7 || hw != 7 {
-		t.Fatalf("after the second abort: last stable offset %d, high watermark %d; want 7, 7", lso, hw)
+	if lso, hw := stableAndEnd(t, ctx, adm, "hang"); lso != 8 || hw != 8 {
+		t.Fatalf("after the second abort: last stable offset %d, high watermark %d; want 8, 8", lso, hw)
 	}
 	if got, want := readCommittedValues(t, ctx, addr, "hang", 3), []string{"before", "after", "last"}; !slices.Equal(got, want) {
 		t.Fatalf("read_committed %q, want %q", got, want)
