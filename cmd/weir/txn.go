@@ -20,7 +20,7 @@ const txnUsage = `usage: weir txn <list|describe|abort> [flags]
   weir txn list [--state Ongoing,PrepareCommit,...] [--producer-id N[,N...]]
       every transactional id the coordinators know: id, coordinator, producer id, state
   weir txn describe TXN_ID [TXN_ID ...]
-      state, producer id and epoch, timeout, start time and the partitions in the transaction
+      state, producer id and epoch, timeout, start time, time open and the partitions in the transaction
   weir txn abort --topic T --partition P --start-offset O
   weir txn abort --topic T --partition P --producer-id N --producer-epoch E --coordinator-epoch C
       writes an ABORT marker on one partition for a hanging transaction (one the coordinator
@@ -165,7 +165,7 @@ func txnDescribe(ctx context.Context, adm *kadm.Client, ids []string, stdout io.
 		errs = append(errs, fmt.Errorf("describe transactions: %w", err))
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRANSACTIONAL-ID\tCOORDINATOR\tSTATE\tPRODUCER-ID\tPRODUCER-EPOCH\tTIMEOUT-MS\tSTART-TIME\tPARTITIONS")
+	fmt.Fprintln(tw, "TRANSACTIONAL-ID\tCOORDINATOR\tSTATE\tPRODUCER-ID\tPRODUCER-EPOCH\tTIMEOUT-MS\tSTART-TIME\tOPEN-FOR\tPARTITIONS")
 	seen := map[string]bool{}
 	for _, id := range ids {
 		if seen[id] {
@@ -183,14 +183,16 @@ func txnDescribe(ctx context.Context, adm *kadm.Client, ids []string, stdout io.
 			errs = append(errs, fmt.Errorf("transactional id %s: %w", id, d.Err))
 			continue
 		}
-		// Kafka's describe prints the start time and "None" when no transaction is open
-		// (start timestamp -1).
-		start := "-"
+		// Kafka's describe prints the start time and how long the transaction has been open
+		// ("None" when no transaction is open: start timestamp -1); the time here is UTC.
+		start, dur := "-", "-"
 		if d.StartTimestamp >= 0 {
-			start = time.UnixMilli(d.StartTimestamp).UTC().Format(time.RFC3339Nano)
+			st := time.UnixMilli(d.StartTimestamp)
+			start = st.UTC().Format(time.RFC3339Nano)
+			dur = time.Since(st).Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", d.TxnID, d.Coordinator, d.State, d.ProducerID,
-			d.ProducerEpoch, d.TimeoutMillis, start, partitionsString(d.Topics))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", d.TxnID, d.Coordinator, d.State, d.ProducerID,
+			d.ProducerEpoch, d.TimeoutMillis, start, dur, partitionsString(d.Topics))
 	}
 	if ferr := tw.Flush(); ferr != nil {
 		return ferr
