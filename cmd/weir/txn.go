@@ -138,7 +138,7 @@ func txnList(ctx context.Context, adm *kadm.Client, states []string, pids []int6
 	listed, err := adm.ListTransactions(ctx, pids, states)
 	// A *ShardErrors still carries the answers of the brokers that did answer: print them,
 	// then report the others.
-	if err != nil && listed == nil {
+	if err != nil && len(listed) == 0 {
 		return fmt.Errorf("list transactions: %w", err)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -157,7 +157,7 @@ func txnList(ctx context.Context, adm *kadm.Client, states []string, pids []int6
 
 func txnDescribe(ctx context.Context, adm *kadm.Client, ids []string, stdout io.Writer) error {
 	described, err := adm.DescribeTransactions(ctx, ids...)
-	if err != nil && described == nil {
+	if err != nil && len(described) == 0 {
 		return fmt.Errorf("describe transactions: %w", err)
 	}
 	var errs []error
