@@ -468,19 +468,30 @@ func (c *Coordinator) Commit(req CommitRequest) func() CommitResult {
 	if err := validGroupID(req.Group, true); err != nil {
 		return failAll(err)
 	}
+	// A member's commit to a group that does not exist gets ILLEGAL_GENERATION (Kafka's answer
+	// before v9).
+	return c.commitIn(res, req.Group, req.Generation < 0, func(g *group) durableMark { return g.commit(&req, res.Errors) })
+}
+
+// commitIn runs commit on group id (created when create is set; a missing group answers every
+// partition ILLEGAL_GENERATION) and returns the answer, which waits until the commit's records
+// are durable. res.Errors has one entry per partition.
+func (c *Coordinator) commitIn(res CommitResult, id string, create bool, commit func(g *group) durableMark) func() CommitResult {
 	var mark durableMark
-	err := c.withGroup(req.Group, req.Generation < 0, func(g *group) {
+	err := c.withGroup(id, create, func(g *group) {
 		if g == nil {
-			// A member's commit to a group that does not exist (Kafka's answer before v9).
 			for i := range res.Errors {
 				res.Errors[i] = kerr.IllegalGeneration
 			}
 			return
 		}
-		mark = g.commit(&req, res.Errors)
+		mark = commit(g)
 	})
 	if err != nil {
-		return failAll(err)
+		for i := range res.Errors {
+			res.Errors[i] = err
+		}
+		return func() CommitResult { return res }
 	}
 	return func() CommitResult {
 		if err := c.awaitDurable(mark); err != nil {

@@ -130,31 +130,9 @@ func (c *Coordinator) TxnCommitOffsets(req TxnCommitRequest) func() CommitResult
 	if len(req.MemberID) > maxStringLen || (req.InstanceID != nil && len(*req.InstanceID) > maxStringLen) {
 		return failAll(kerr.InvalidRequest)
 	}
-	var mark durableMark
-	err := c.withGroup(req.Group, req.Generation < 0, func(g *group) {
-		if g == nil {
-			// Kafka: a group that does not exist is created only for a request from outside
-			// group management (generation -1); a member's commit gets ILLEGAL_GENERATION.
-			for i := range res.Errors {
-				res.Errors[i] = kerr.IllegalGeneration
-			}
-			return
-		}
-		mark = g.txnCommit(&req, res.Errors)
-	})
-	if err != nil {
-		return failAll(err)
-	}
-	return func() CommitResult {
-		if err := c.awaitDurable(mark); err != nil {
-			for i := range res.Errors {
-				if res.Errors[i] == nil {
-					res.Errors[i] = err
-				}
-			}
-		}
-		return res
-	}
+	// Kafka: a group that does not exist is created only for a request from outside group
+	// management (generation -1); a member's commit gets ILLEGAL_GENERATION.
+	return c.commitIn(res, req.Group, req.Generation < 0, func(g *group) durableMark { return g.txnCommit(&req, res.Errors) })
 }
 
 // CompleteTxn applies producerID's end-transaction marker, written at markerOffset in
