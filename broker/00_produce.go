@@ -31,7 +31,10 @@ package broker
 // needs WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition). With
 // transaction.partition.verification.enable (KIP-890 part 1, txnverify.go) the leader asks the
 // transaction coordinator whether the partition is in the producer's transaction before the
-// first transactional batch of each transaction on the partition.
+// first transactional batch of each transaction on the partition, and appends it under the
+// partition's verification guard (a marker written meanwhile makes it INVALID_TXN_STATE);
+// Produce v12+ (transaction version 2 clients, KIP-890 part 2) has the coordinator add the
+// partition instead.
 
 import (
 	"errors"
@@ -135,6 +138,7 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 				rep := b.rm.get(tp)
 				var epoch int32
 				var leading bool
+				var ta txnAppend // how a transactional batch is appended (txnverify.go)
 				if rep != nil {
 					epoch, leading = rep.leaderEpoch()
 				}
@@ -147,8 +151,8 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 					err = fmt.Errorf("this broker does not lead %s-%d: %w", t.Name, rp.Partition, kerr.NotLeaderForPartition)
 				case req.Acks == -1 && !rep.local && rep.isrSize() < minISR:
 					err = fmt.Errorf("ISR of %s-%d has %d replicas, min.insync.replicas is %d: %w", t.Name, rp.Partition, rep.isrSize(), minISR, kerr.NotEnoughReplicas)
-				case req.TransactionID != nil && b.verifyTxnProduce(*req.TransactionID, tp, rp.Records, &err):
-					// KIP-890 part 1 (txnverify.go): err says why the batch is refused.
+				case req.TransactionID != nil && b.verifyTxnProduce(*req.TransactionID, tp, rep.log, rp.Records, r.Version, &ta, &err):
+					// KIP-890 (txnverify.go): err says why the batch is refused.
 				default:
 					l := rep.log
 					var info engine.AppendInfo
@@ -166,7 +170,7 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 							batch, err = rc.Recompress(batch, compression, mmb, record.DecompressLimit(mmb))
 						}
 						if err == nil {
-							info, epoch, err = rep.appendAsLeader(batch)
+							info, epoch, err = b.appendVerifiedAsLeader(rep, batch, ta)
 						}
 						if rc != nil {
 							rc.Release() // the log copied the batch into its segment

@@ -103,7 +103,7 @@ func handleTxnOffsetCommit(b *Broker, r *netio.Request) netio.Reply {
 		ctx, cancel := context.WithTimeout(context.Background(), keyRequestTimeout.Get(b.cfg))
 		defer cancel()
 		tp := txncoord.TopicPartition{Topic: offsetsTopic, Partition: b.groups.coord.PartitionFor(req.Group)}
-		switch e := b.verifyTxnPartition(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, tp); e {
+		switch e := b.verifyTxnPartition(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, tp, r.Version >= 5); e {
 		case nil:
 		case kerr.TransactionAbortable:
 			return fail(kerr.InvalidTxnState)

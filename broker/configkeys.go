@@ -188,6 +188,7 @@ var (
 	keyTxnStateMinISR                   = intKey("transaction.state.log.min.isr")
 	keyTxnStateSegmentBytes             = intKey("transaction.state.log.segment.bytes")
 	keyTxnPartitionVerification         = boolKey("transaction.partition.verification.enable")
+	keyTxnVersion                       = intKey("internal.transaction.version")
 	keyControllerQuorumVoters           = stringKey("controller.quorum.voters")
 	keyControllerListener               = stringKey("controller.listener")
 	keyMetadataLogDir                   = stringKey("metadata.log.dir")

@@ -51,6 +51,9 @@ const txnStateTopic = "__transaction_state"
 // txnState is the broker's transaction coordinator (embedded in Broker as txns).
 type txnState struct {
 	coord *txncoord.Coordinator
+	// version is the transaction.version feature level finalized in ApiVersions
+	// (internal.transaction.version), fixed at start.
+	version int16
 	// createMu serializes the creation of __transaction_state; ready is set once it exists.
 	createMu sync.Mutex
 	ready    atomic.Bool
@@ -62,7 +65,7 @@ type txnState struct {
 	// verifiedMu guards verified: the (partition, producer) pairs whose current transaction the
 	// coordinator confirmed includes the partition, with the producer epoch (txnverify.go).
 	verifiedMu sync.Mutex
-	verified   map[txnVerifyKey]int16
+	verified   map[txnVerifyKey]verifiedTxn
 	// seqMu serializes the group coordinator's transactional appends (offsetsLog.AppendTxn):
 	// the sequence a batch gets is read from the partition's producer state and must still be
 	// the last one when the batch is appended.
@@ -93,6 +96,7 @@ type markerPeer struct {
 
 // openTxns creates the transaction coordinator; startTxns starts its background scans.
 func (b *Broker) openTxns() error {
+	tv := int16(keyTxnVersion.Get(b.cfg))
 	c, err := txncoord.New(txncoord.Config{
 		Store:                 &txnStore{b: b},
 		IDs:                   txnProducerIDs{b: b},
@@ -102,19 +106,28 @@ func (b *Broker) openTxns() error {
 		IDExpiration:          keyTxnIDExpiration.Get(b.cfg),
 		AbortTimedOutInterval: keyTxnAbortTimedOutInterval.Get(b.cfg),
 		RemoveExpiredInterval: keyTxnRemoveExpiredInterval.Get(b.cfg),
-		// ApiVersions finalizes no transaction.version feature, so clients speak transaction
-		// version 1 (explicit AddPartitionsToTxn, no epoch bump per transaction): the
-		// coordinator writes at level 0 as a Kafka cluster at transaction.version=0 does.
-		TransactionVersion: -1,
+		// The transaction.version level ApiVersions finalizes (internal.transaction.version,
+		// 2 by default as on a new Kafka 4 cluster): the records written follow it as Kafka's
+		// (value v1 at level 2). Txncoord reads 0 as "default", -1 as level 0.
+		TransactionVersion: coordTxnVersion(tv),
 		OffsetsPartitions:  (&offsetsStore{b: b}).Partitions(),
 	})
 	if err != nil {
 		return err
 	}
 	b.txns.coord = c
+	b.txns.version = tv
 	b.txns.peers = map[peerKey]*markerPeer{}
-	b.txns.verified = map[txnVerifyKey]int16{}
+	b.txns.verified = map[txnVerifyKey]verifiedTxn{}
 	return nil
+}
+
+// coordTxnVersion is txncoord.Config.TransactionVersion for a feature level.
+func coordTxnVersion(level int16) int16 {
+	if level == 0 {
+		return -1
+	}
+	return level
 }
 
 func (b *Broker) startTxns() { b.txns.coord.Start() }
@@ -455,12 +468,14 @@ func (b *Broker) sendPeer(ctx context.Context, key peerKey, addr string, req kms
 }
 
 // verifyTxnPartition asks the transaction coordinator of txnID whether tp is in the producer's
-// ongoing transaction (KIP-890 part 1: AddPartitionsToTxn verify_only): the coordinator here
-// when this broker leads the id's __transaction_state partition, else the leader over the
-// inter-broker listener (AddPartitionsToTxn v4). nil when it is; the coordinator's error
+// ongoing transaction (KIP-890 part 1: AddPartitionsToTxn verify_only), or with add to add it
+// (KIP-890 part 2, for a transaction version 2 client: Produce v12+, TxnOffsetCommit v5+): the
+// coordinator here when this broker leads the id's __transaction_state partition, else the
+// leader over the inter-broker listener (AddPartitionsToTxn v4, v5 with add). nil when it is
+// (or was added); the coordinator's error
 // otherwise (TRANSACTION_ABORTABLE: not in the transaction; NOT_COORDINATOR and the like while
 // the coordinator moves; NETWORK_EXCEPTION when the leader cannot be reached).
-func (b *Broker) verifyTxnPartition(ctx context.Context, txnID string, pid int64, epoch int16, tp txncoord.TopicPartition) *kerr.Error {
+func (b *Broker) verifyTxnPartition(ctx context.Context, txnID string, pid int64, epoch int16, tp txncoord.TopicPartition, add bool) *kerr.Error {
 	t, ok := b.topics.get(txnStateTopic)
 	if !ok {
 		return kerr.CoordinatorNotAvailable
@@ -474,7 +489,11 @@ func (b *Broker) verifyTxnPartition(ctx context.Context, txnID string, pid int64
 	case leader < 0:
 		return kerr.CoordinatorNotAvailable
 	case leader == b.nodeID:
-		return b.txns.coord.AddPartitions(txnID, pid, epoch, []txncoord.TopicPartition{tp}, true, 0)[tp]
+		tv := int16(0)
+		if add {
+			tv = 2
+		}
+		return b.txns.coord.AddPartitions(txnID, pid, epoch, []txncoord.TopicPartition{tp}, !add, tv)[tp]
 	}
 	img := b.ctl.Image()
 	e, ok := b.brokerAddr(img, leader, b.interBrokerName)
@@ -483,8 +502,11 @@ func (b *Broker) verifyTxnPartition(ctx context.Context, txnID string, pid int64
 	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.Version = 4
+	if add {
+		req.Version = 5 // the coordinator adds for a transaction-version-2 client
+	}
 	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
-	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = txnID, pid, epoch, true
+	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = txnID, pid, epoch, !add
 	rt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
 	rt.Topic, rt.Partitions = tp.Topic, []int32{tp.Partition}
 	tx.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{rt}

@@ -180,7 +180,12 @@ func (l *Log) SetLeaderEpoch(epoch int32) {
 // the active segment, rolling first when needed. It returns once the bytes are in the page cache;
 // AwaitDurable waits for the fdatasync when the log's policy is durable. batch is modified in
 // place and not retained.
-func (l *Log) Append(batch []byte) (AppendInfo, error) {
+func (l *Log) Append(batch []byte) (AppendInfo, error) { return l.append(batch, NoVerificationGuard) }
+
+// append is Append; a transactional batch that begins its producer's transaction on the
+// partition must carry the producer's current verification guard unless guard is
+// NoVerificationGuard (producerstate.go: AppendVerified).
+func (l *Log) append(batch []byte, guard VerificationGuard) (AppendInfo, error) {
 	cfg := l.config()
 	policy := cfg.producePolicy()
 	h, err := record.ValidateProduce(batch, &policy)
@@ -195,7 +200,7 @@ func (l *Log) Append(batch []byte) (AppendInfo, error) {
 		l.mu.Unlock()
 		return AppendInfo{}, err
 	}
-	if err := l.producers.check(&h); err != nil {
+	if err := l.producers.check(&h, guard); err != nil {
 		l.mu.Unlock()
 		var dup *duplicateError
 		if errors.As(err, &dup) {

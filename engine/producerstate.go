@@ -93,6 +93,77 @@ type producerState struct {
 	producers map[int64]*producerEntry
 	// txns are the unstable transactions in first-offset order (appends come in offset order).
 	txns []txnState
+	// guards are the verification guards of producers whose transaction verification is under
+	// way or done but whose transaction has not begun on the partition (Kafka's
+	// VerificationStateEntry), at most maxVerificationGuards; lastGuard the last one handed out.
+	// Not persisted: a restarted leader verifies again.
+	guards    map[int64]VerificationGuard
+	lastGuard VerificationGuard
+}
+
+// VerificationGuard closes the window between a transaction verification (KIP-890 part 1:
+// the coordinator confirmed the partition is in the producer's transaction) and the append of
+// the batch that begins the transaction on the partition, as Kafka's VerificationGuard does:
+// StartTxnVerification hands out a guard, the producer's next marker (its transaction ended)
+// or its first transactional batch (its transaction began) withdraws it, and AppendVerified of
+// a batch that would begin a transaction with any other guard is INVALID_TXN_STATE. So an
+// abort or commit written while the verification was in flight cannot be followed by a batch
+// of the finished transaction opening a new one that no marker would end.
+type VerificationGuard uint64
+
+const (
+	// NoVerificationGuard skips the guard check (Append: verification off, or not a
+	// transactional producer).
+	NoVerificationGuard VerificationGuard = 0
+	// TxnOngoingGuard is StartTxnVerification's answer when the producer's transaction has
+	// already begun on the partition at that epoch: nothing to verify (Kafka's SENTINEL); a
+	// batch appended with it must still find the transaction ongoing.
+	TxnOngoingGuard VerificationGuard = math.MaxUint64
+	// maxVerificationGuards bounds guards per partition; past it all are withdrawn (their
+	// appends answer INVALID_TXN_STATE and the clients abort and retry).
+	maxVerificationGuards = 1 << 16
+)
+
+// StartTxnVerification returns the guard to append producerID's next transactional batch at
+// epoch with (AppendVerified) once its verification succeeds: TxnOngoingGuard when its
+// transaction is already ongoing on the partition at that epoch (no verification needed), else
+// a new guard that replaces any earlier one of the producer.
+func (l *Log) StartTxnVerification(producerID int64, epoch int16) VerificationGuard {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ps := l.producers
+	if e, ok := ps.producers[producerID]; ok && e.txnFirstOffset >= 0 && e.epoch == epoch {
+		return TxnOngoingGuard
+	}
+	if ps.guards == nil || len(ps.guards) >= maxVerificationGuards {
+		ps.guards = map[int64]VerificationGuard{}
+	}
+	ps.lastGuard++
+	if ps.lastGuard == NoVerificationGuard || ps.lastGuard == TxnOngoingGuard {
+		ps.lastGuard = 1
+	}
+	ps.guards[producerID] = ps.lastGuard
+	return ps.lastGuard
+}
+
+// AppendVerified is Append for a batch of a transactional producer whose partition was
+// verified with guard (StartTxnVerification): a transactional batch that would begin the
+// producer's transaction on the partition is refused with INVALID_TXN_STATE unless guard is the
+// producer's current one, i.e. no marker was written since the verification started.
+func (l *Log) AppendVerified(batch []byte, guard VerificationGuard) (AppendInfo, error) {
+	return l.append(batch, guard)
+}
+
+// checkGuard is the guard check of check. A guard is needed by a transactional batch that
+// begins its producer's transaction (none ongoing).
+func (ps *producerState) checkGuard(h *record.Header, e *producerEntry, guard VerificationGuard) error {
+	if guard == NoVerificationGuard || !h.IsTransactional() || (e != nil && e.txnFirstOffset >= 0) {
+		return nil
+	}
+	if cur, ok := ps.guards[h.ProducerID]; !ok || cur != guard {
+		return fmt.Errorf("producer %d: the transaction ended on the partition after it was verified (verification guard withdrawn): %w", h.ProducerID, kerr.InvalidTxnState)
+	}
+	return nil
 }
 
 func newProducerState() *producerState { return &producerState{producers: map[int64]*producerEntry{}} }
@@ -136,6 +207,7 @@ func (ps *producerState) completeTxn(producerID int64, epoch int16, coordinatorE
 		ps.producers[producerID] = e
 	}
 	firstOffset = e.txnFirstOffset
+	delete(ps.guards, producerID) // a verification in flight is for a transaction that ended
 	if epoch != e.epoch {
 		e.epoch = epoch
 		e.batches = e.batches[:0]
@@ -180,13 +252,16 @@ func (d *duplicateError) Error() string {
 
 // check validates an idempotent batch before it is appended. A duplicate returns a
 // *duplicateError with the original offsets.
-func (ps *producerState) check(h *record.Header) error {
+func (ps *producerState) check(h *record.Header, guard VerificationGuard) error {
 	if h.ProducerID < 0 || h.IsControl() {
 		return nil
 	}
 	e, ok := ps.producers[h.ProducerID]
 	if !ok {
-		return nil
+		return ps.checkGuard(h, nil, guard)
+	}
+	if err := ps.checkGuard(h, e, guard); err != nil {
+		return err
 	}
 	firstSeq := h.BaseSequence
 	lastSeq := seqAdd(firstSeq, h.LastOffsetDelta)
@@ -230,8 +305,10 @@ func (ps *producerState) update(h *record.Header) {
 	}
 	e.lastTimestamp = h.MaxTimestamp
 	if h.IsTransactional() && e.txnFirstOffset < 0 {
-		// The producer's transaction begins (Kafka's appendDataBatch).
+		// The producer's transaction begins (Kafka's appendDataBatch); its verification
+		// guard has served.
 		e.txnFirstOffset = h.BaseOffset
+		delete(ps.guards, h.ProducerID)
 		ps.txns = append(ps.txns, txnState{producerID: h.ProducerID, firstOffset: h.BaseOffset, lastOffset: -1})
 	}
 	b := producerBatch{firstSeq: h.BaseSequence, lastSeq: seqAdd(h.BaseSequence, h.LastOffsetDelta),
@@ -254,6 +331,7 @@ func (ps *producerState) expire(nowMs, expirationMs int64) int {
 		}
 		if nowMs-e.lastTimestamp >= expirationMs {
 			delete(ps.producers, id)
+			delete(ps.guards, id)
 			n++
 		}
 	}
