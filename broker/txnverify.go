@@ -11,10 +11,20 @@ package broker
 // Verified (partition, producer id) pairs are remembered with the producer epoch until the
 // producer's next marker on the partition (appendTxnMarker forgets them), so each partition is
 // verified once per transaction, as Kafka does. The memory is bounded (maxVerifiedTxnParts:
-// past it everything is forgotten and verified again). Kafka also closes the window between a
-// verification and the append (its VerificationGuard in the producer state): a marker written in
-// between is not detected here, which only matters for a batch the client sends after its own
-// EndTxn (no Kafka client does).
+// past it everything is forgotten and verified again).
+//
+// The window between a verification and the append is closed as Kafka's VerificationGuard
+// does it: before asking the coordinator the leader takes a guard from the partition's producer
+// state (engine.Log.StartTxnVerification), and appends the batch with it (AppendVerified); a
+// marker of the producer written in between withdraws the guard, so a batch that would begin a
+// transaction that has already ended is refused with INVALID_TXN_STATE instead of opening one no
+// marker ends. A producer whose transaction is already ongoing on the partition at that epoch
+// needs no verification (Kafka's SENTINEL guard), but its append still requires the transaction
+// to be ongoing.
+//
+// Transaction version 2 (KIP-890 part 2): a Produce v12+ is from a client that sends no
+// AddPartitionsToTxn, so instead of verify_only the leader has the coordinator add the
+// partition (AddPartitionsToTxn v5), under the same guard and memory.
 //
 // Errors as Kafka's ReplicaManager maps them for Produce: not in the transaction
 // INVALID_TXN_STATE; a fenced epoch INVALID_PRODUCER_EPOCH; INVALID_PRODUCER_ID_MAPPING as it
@@ -34,6 +44,10 @@ import (
 
 // maxVerifiedTxnParts bounds the remembered verifications.
 const maxVerifiedTxnParts = 1 << 20
+
+// txnVerifiedHook, when set (tests only), runs after the coordinator confirmed a partition and
+// before the batch is appended: the window the verification guard protects.
+var txnVerifiedHook func(tp engine.TopicPartition, pid int64)
 
 // txnVerifyKey is one producer on one partition.
 type txnVerifyKey struct {
@@ -92,6 +106,9 @@ func (b *Broker) verifyTxnProduce(txnID string, tp engine.TopicPartition, l *eng
 	var refuse *kerr.Error
 	switch e {
 	case nil:
+		if hook := txnVerifiedHook; hook != nil {
+			hook(tp, h.ProducerID)
+		}
 		b.txns.verifiedMu.Lock()
 		if len(b.txns.verified) >= maxVerifiedTxnParts {
 			clear(b.txns.verified)

@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// TestVerificationGuard: Kafka's VerificationGuard semantics in the producer state. A guard
+// taken before a verification lets the transaction's first batch in; a marker written in
+// between withdraws it (INVALID_TXN_STATE); a newer guard replaces an older one; once the
+// transaction is ongoing no verification is needed (TxnOngoingGuard), and that answer is
+// refused if the transaction ended before the append.
+func TestVerificationGuard(t *testing.T) {
+	l := openTxnLog(t, t.TempDir(), false)
+	defer l.Close()
+	const pid = 9
+
+	g := l.StartTxnVerification(pid, 0)
+	if g == NoVerificationGuard || g == TxnOngoingGuard {
+		t.Fatalf("first guard %d", g)
+	}
+	mustMarker(t, l, pid, 0, false) // the transaction ends while the verification is in flight
+	if _, err := l.AppendVerified(txnBatch(pid, 0, 0, 1), g); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("append with a withdrawn guard: %v, want INVALID_TXN_STATE", err)
+	}
+	if end := l.LogEndOffset(); end != 1 {
+		t.Fatalf("log end %d, want only the marker", end)
+	}
+
+	old := l.StartTxnVerification(pid, 0)
+	g = l.StartTxnVerification(pid, 0)
+	if _, err := l.AppendVerified(txnBatch(pid, 0, 0, 1), old); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("append with a replaced guard: %v", err)
+	}
+	if _, err := l.AppendVerified(txnBatch(pid, 0, 0, 1), g); err != nil {
+		t.Fatalf("append with the current guard: %v", err)
+	}
+	if got := l.StartTxnVerification(pid, 0); got != TxnOngoingGuard {
+		t.Fatalf("guard with the transaction ongoing: %d, want TxnOngoingGuard", got)
+	}
+	if _, err := l.AppendVerified(txnBatch(pid, 0, 1, 1), TxnOngoingGuard); err != nil {
+		t.Fatalf("append inside the ongoing transaction: %v", err)
+	}
+	mustMarker(t, l, pid, 0, true)
+	if _, err := l.AppendVerified(txnBatch(pid, 0, 2, 1), TxnOngoingGuard); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("append with TxnOngoingGuard after the marker: %v", err)
+	}
+	// A plain Append (no verification configured) is not guarded.
+	if _, err := l.Append(txnBatch(pid, 0, 2, 1)); err != nil {
+		t.Fatalf("unguarded append: %v", err)
+	}
+	// A new epoch needs a new verification even while the old epoch's transaction is open.
+	if got := l.StartTxnVerification(pid, 1); got == TxnOngoingGuard {
+		t.Fatal("TxnOngoingGuard for another epoch")
+	}
+}
