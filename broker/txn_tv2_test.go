@@ -2,6 +2,10 @@ package broker
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -275,4 +279,76 @@ func TestTxnVerificationGuard(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestClusterTxnJavaCopierV2: Kafka's TransactionalMessageCopier (the Java client 4.4) on 3
+// brokers with transaction.version 2 finalized: the client takes the KIP-890 part 2 paths
+// (Produce v12 adds the partitions on their leaders, TxnOffsetCommit v5 adds the offsets
+// partition, EndTxn v5 bumps the epoch), markers go to leaders on other brokers, and the input
+// is copied exactly once (with random aborts). The producer epoch after the run shows one bump
+// per transaction. Before internal topics were accepted in a broker's AddPartitionsToTxn, this
+// hung in sendOffsetsToTransaction whenever the group coordinator was not the transaction
+// coordinator: the add of __consumer_offsets was refused and TxnOffsetCommit retried forever.
+func TestClusterTxnJavaCopierV2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process cluster")
+	}
+	libs := os.Getenv("WEIR_KAFKA_LIBS")
+	if libs == "" {
+		t.Skip("WEIR_KAFKA_LIBS not set: the Java client is not available")
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Skip("no java")
+	}
+	c := startCluster(t, 3, nil)
+	if lv := txnVersionFinalized(t, c.addrs()[0]); lv != 2 {
+		t.Fatalf("transaction.version finalized at %d", lv)
+	}
+	const in, out, n, perTxn = "jv2-in", "jv2-out", 600, 30
+	adm := kadm.NewClient(c.client())
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	for _, topic := range []string{in, out} {
+		if _, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range n {
+		p.Produce(ctx, &kgo.Record{Topic: in, Partition: 0, Value: []byte(strconv.Itoa(i))}, nil)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "java", "-cp", libs+"/*", "org.apache.kafka.tools.TransactionalMessageCopier",
+		"--broker-list", strings.Join(c.addrs(), ","), "--input-topic", in, "--input-partition", "0", "--output-topic", out,
+		"--consumer-group", "jv2-copier", "--transactional-id", "jv2-tx", "--max-messages", strconv.Itoa(n),
+		"--transaction-size", strconv.Itoa(perTxn), "--use-group-metadata", "--enable-random-aborts")
+	outp, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("TransactionalMessageCopier: %v\n%s", err, tail(string(outp), 30))
+	}
+	t.Logf("TransactionalMessageCopier:\n%s", tail(string(outp), 5))
+	got := readCommittedFrom(t, c.addrs(), out, n)
+	seen := map[string]bool{}
+	for _, vs := range got {
+		for _, v := range vs {
+			if seen[v] {
+				t.Fatalf("%q copied twice", v)
+			}
+			seen[v] = true
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d distinct records copied, want %d", len(seen), n)
+	}
+	ds, err := adm.DescribeTransactions(ctx, "jv2-tx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ds["jv2-tx"]
+	if d.Err != nil || int(d.ProducerEpoch) < n/perTxn {
+		t.Fatalf("DescribeTransactions %+v: want an epoch of at least %d (one bump per transaction)", d, n/perTxn)
+	}
+	t.Logf("producer %d at epoch %d after %d transactions", d.ProducerID, d.ProducerEpoch, n/perTxn)
 }
