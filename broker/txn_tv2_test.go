@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -351,4 +352,81 @@ func TestClusterTxnJavaCopierV2(t *testing.T) {
 		t.Fatalf("DescribeTransactions %+v: want an epoch of at least %d (one bump per transaction)", d, n/perTxn)
 	}
 	t.Logf("producer %d at epoch %d after %d transactions", d.ProducerID, d.ProducerEpoch, n/perTxn)
+}
+
+// TestTxnMarkerBatching: many concurrent transactions on 3 in-process brokers, each spanning
+// partitions led by every broker. Markers for other brokers go through the per-broker queues,
+// so WriteTxnMarkers requests carry several transactions' markers: fewer requests than markers
+// sent. Every commit is visible to read_committed. (A producer that fails would leave the
+// others at the barrier: the test's context bounds that.)
+func TestTxnMarkerBatching(t *testing.T) {
+	brokers := startInprocCluster(t, 3, map[string]string{"group.initial.rebalance.delay.ms": "0"})
+	var seeds []string
+	for _, b := range brokers {
+		seeds = append(seeds, b.Addr())
+	}
+	const topic, producers, rounds = "txn-batch", 16, 3
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(newKgo(t, seeds[0], kgo.SeedBrokers(seeds...)))
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	clients := make([]*kgo.Client, producers)
+	for i := range clients {
+		clients[i] = newKgo(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.TransactionalID("batch-tx-"+strconv.Itoa(i)),
+			kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	}
+	// The producers end their transactions together (a barrier per round), so the coordinators
+	// have many transactions' markers for the same brokers at once.
+	errc := make(chan error, producers)
+	var barriers [rounds]sync.WaitGroup
+	for r := range barriers {
+		barriers[r].Add(producers)
+	}
+	for _, p := range clients {
+		go func() {
+			for r := range rounds {
+				if err := p.BeginTransaction(); err != nil {
+					errc <- err
+					return
+				}
+				for part := range int32(3) {
+					if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte(strconv.Itoa(r))}).FirstErr(); err != nil {
+						errc <- err
+						return
+					}
+				}
+				barriers[r].Done()
+				barriers[r].Wait()
+				if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range producers {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := readCommittedFrom(t, seeds, topic, producers*rounds*3)
+	n := 0
+	for _, vs := range got {
+		n += len(vs)
+	}
+	if n != producers*rounds*3 {
+		t.Fatalf("read_committed %d records, want %d", n, producers*rounds*3)
+	}
+	var reqs, markers int64
+	for _, b := range brokers {
+		reqs += b.txns.markerRequests.Load()
+		markers += b.txns.markersSent.Load()
+	}
+	t.Logf("%d markers to other brokers in %d WriteTxnMarkers requests", markers, reqs)
+	if markers < producers*rounds || reqs >= markers {
+		t.Fatalf("%d markers in %d requests: want several markers per request", markers, reqs)
+	}
 }

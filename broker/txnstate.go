@@ -19,9 +19,11 @@ package broker
 //
 // Markers (txnMarkers): a partition this broker leads gets its marker through the
 // WriteTxnMarkers handler's own code path (appendTxnMarker, then the wait for the ISR); other
-// partitions are grouped per leader and sent as one WriteTxnMarkers v1 request per leader over
-// the inter-broker listener with its security (replication.PeerConn, one connection per peer,
-// one request at a time on it). Errors are handed back per partition; txncoord retries.
+// partitions are grouped per leader and queued on that leader's marker queue (txnmarkers.go),
+// whose sender puts the markers of many transactions in one WriteTxnMarkers request (v2 when
+// one needs transaction version 2, else v1) over the inter-broker listener with its security
+// (replication.PeerConn, one connection per peer, one request at a time on it). Errors are
+// handed back per partition; txncoord retries.
 
 import (
 	"context"
@@ -66,6 +68,17 @@ type txnState struct {
 	// coordinator confirmed includes the partition, with the producer epoch (txnverify.go).
 	verifiedMu sync.Mutex
 	verified   map[txnVerifyKey]verifiedTxn
+	// queuesMu guards queues: the marker queue of each destination broker (txnmarkers.go);
+	// nil once closed. senders counts their sender goroutines; markerRequests the
+	// WriteTxnMarkers requests sent and markersSent the markers in them. ctx is cancelled by
+	// closeTxns.
+	queuesMu       sync.Mutex
+	queues         map[int32]*markerQueue
+	senders        sync.WaitGroup
+	markerRequests atomic.Int64
+	markersSent    atomic.Int64
+	ctx            context.Context
+	cancel         context.CancelFunc
 	// seqMu serializes the group coordinator's transactional appends (offsetsLog.AppendTxn):
 	// the sequence a batch gets is read from the partition's producer state and must still be
 	// the last one when the batch is appended.
@@ -118,6 +131,8 @@ func (b *Broker) openTxns() error {
 	b.txns.coord = c
 	b.txns.version = tv
 	b.txns.peers = map[peerKey]*markerPeer{}
+	b.txns.queues = map[int32]*markerQueue{}
+	b.txns.ctx, b.txns.cancel = context.WithCancel(context.Background())
 	b.txns.verified = map[txnVerifyKey]verifiedTxn{}
 	return nil
 }
@@ -136,6 +151,13 @@ func (b *Broker) closeTxns() {
 	if b.txns.coord != nil {
 		b.txns.coord.Close()
 	}
+	if b.txns.cancel != nil {
+		b.txns.cancel() // a request in flight fails at once; the senders empty their queues
+	}
+	b.txns.queuesMu.Lock()
+	b.txns.queues = nil
+	b.txns.queuesMu.Unlock()
+	b.txns.senders.Wait()
 	b.txns.peersMu.Lock()
 	for id, p := range b.txns.peers {
 		p.mu.Lock()
@@ -313,13 +335,23 @@ func (w *txnMarkers) WriteMarkers(ctx context.Context, m txncoord.Marker) []erro
 		}
 		byLeader[leader] = append(byLeader[leader], i)
 	}
+	// The brokers are written to concurrently: each remote one through its queue, the local
+	// partitions here.
+	var wg sync.WaitGroup
 	for leader, idx := range byLeader {
 		if leader == b.nodeID {
-			w.writeLocal(ctx, m, idx, errs)
-		} else {
-			w.writeRemote(ctx, img, leader, m, idx, errs)
+			continue
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.writeRemote(ctx, leader, m, idx, errs) // each goroutine writes its own entries of errs
+		}()
 	}
+	if idx, ok := byLeader[b.nodeID]; ok {
+		w.writeLocal(ctx, m, idx, errs)
+	}
+	wg.Wait()
 	return errs
 }
 
@@ -355,30 +387,19 @@ func (w *txnMarkers) writeLocal(ctx context.Context, m txncoord.Marker, idx []in
 	}
 }
 
-// writeRemote sends one WriteTxnMarkers request to leader for the partitions of idx.
-func (w *txnMarkers) writeRemote(ctx context.Context, img *controller.Image, leader int32, m txncoord.Marker, idx []int, errs []error) {
-	fail := func(err error) {
-		for _, i := range idx {
-			errs[i] = err
-		}
-	}
-	e, ok := w.b.brokerAddr(img, leader, w.b.interBrokerName)
-	if !ok {
-		fail(fmt.Errorf("broker %d is not registered: %w", leader, kerr.BrokerNotAvailable))
-		return
-	}
-	req := kmsg.NewPtrWriteTxnMarkersRequest()
-	req.Version = 1
+// writeRemote queues m's marker for the partitions of idx, which broker leader leads, on that
+// broker's marker queue (txnmarkers.go: one request carries the markers of many transactions)
+// and waits for their answers or ctx.
+func (w *txnMarkers) writeRemote(ctx context.Context, leader int32, m txncoord.Marker, idx []int, errs []error) {
 	rm := kmsg.NewWriteTxnMarkersRequestMarker()
 	rm.ProducerID, rm.ProducerEpoch, rm.Committed = m.ProducerID, m.ProducerEpoch, m.Commit
 	rm.CoordinatorEpoch = m.CoordinatorEpoch
 	rm.TransactionVersion = int8(m.TransactionVersion)
-	if m.TransactionVersion >= 2 {
-		req.Version = 2
-	}
 	topicAt := map[string]int{}
-	for _, i := range idx {
+	parts := make([]txncoord.TopicPartition, len(idx))
+	for k, i := range idx {
 		tp := m.Partitions[i]
+		parts[k] = tp
 		j, ok := topicAt[tp.Topic]
 		if !ok {
 			j = len(rm.Topics)
@@ -389,31 +410,23 @@ func (w *txnMarkers) writeRemote(ctx context.Context, img *controller.Image, lea
 		}
 		rm.Topics[j].Partitions = append(rm.Topics[j].Partitions, tp.Partition)
 	}
-	req.Markers = []kmsg.WriteTxnMarkersRequestMarker{rm}
-	addr := fmt.Sprintf("%s:%d", e.Host, e.Port)
-	resp, err := w.send(ctx, leader, addr, req)
-	if err != nil {
-		fail(fmt.Errorf("WriteTxnMarkers to broker %d (%s): %v: %w", leader, addr, err, kerr.NetworkException))
+	qm := &queuedMarker{ctx: ctx, m: rm, parts: parts, size: markerSize(&rm), done: make(chan []error, 1)}
+	fail := func(err error) {
+		for _, i := range idx {
+			errs[i] = err
+		}
+	}
+	if err := w.b.queueMarker(leader, qm); err != nil {
+		fail(err)
 		return
 	}
-	got := map[txncoord.TopicPartition]int16{}
-	for _, sm := range resp.Markers {
-		for _, st := range sm.Topics {
-			for _, sp := range st.Partitions {
-				got[txncoord.TopicPartition{Topic: st.Topic, Partition: sp.Partition}] = sp.ErrorCode
-			}
+	select {
+	case res := <-qm.done:
+		for k, i := range idx {
+			errs[i] = res[k]
 		}
-	}
-	for _, i := range idx {
-		code, ok := got[m.Partitions[i]]
-		switch {
-		case !ok:
-			errs[i] = fmt.Errorf("broker %d did not answer for %s-%d: %w", leader, m.Partitions[i].Topic, m.Partitions[i].Partition, kerr.UnknownServerError)
-		case code == 0:
-			errs[i] = nil
-		default:
-			errs[i] = kerrFor(code)
-		}
+	case <-ctx.Done():
+		fail(fmt.Errorf("marker to broker %d abandoned: %v: %w", leader, ctx.Err(), kerr.NotCoordinator))
 	}
 }
 

@@ -97,15 +97,22 @@ type producerState struct {
 	// way or done but whose transaction has not begun on the partition (Kafka's
 	// VerificationStateEntry), at most maxVerificationGuards; lastGuard the last one handed out.
 	// Not persisted: a restarted leader verifies again.
-	guards    map[int64]VerificationGuard
+	guards    map[int64]guardEntry
 	lastGuard VerificationGuard
+}
+
+// guardEntry is a producer's verification guard and the producer epoch it verifies.
+type guardEntry struct {
+	guard VerificationGuard
+	epoch int16
 }
 
 // VerificationGuard closes the window between a transaction verification (KIP-890 part 1:
 // the coordinator confirmed the partition is in the producer's transaction) and the append of
 // the batch that begins the transaction on the partition, as Kafka's VerificationGuard does:
-// StartTxnVerification hands out a guard, the producer's next marker (its transaction ended)
-// or its first transactional batch (its transaction began) withdraws it, and AppendVerified of
+// StartTxnVerification hands out a guard, a marker of the producer that ends the transaction
+// being verified (withdrawGuard) or its first transactional batch (its transaction began)
+// withdraws it, and AppendVerified of
 // a batch that would begin a transaction with any other guard is INVALID_TXN_STATE. So an
 // abort or commit written while the verification was in flight cannot be followed by a batch
 // of the finished transaction opening a new one that no marker would end.
@@ -124,6 +131,22 @@ const (
 	maxVerificationGuards = 1 << 16
 )
 
+// withdrawGuard withdraws producerID's guard when its marker at epoch may end the transaction
+// being verified: with transaction version 2 the coordinator bumps the epoch before writing
+// the marker, so a marker at epoch e ends a transaction of an epoch below e, and a guard taken
+// for a batch at epoch e is for the producer's next transaction (its Produce v12 raced the
+// previous transaction's markers) and stays; with version 0/1 (or unknown) a marker ends the
+// transaction of its own epoch, so a guard at that epoch or below is withdrawn.
+func (ps *producerState) withdrawGuard(producerID int64, epoch, txnVersion int16) {
+	g, ok := ps.guards[producerID]
+	if !ok {
+		return
+	}
+	if g.epoch < epoch || (txnVersion < 2 && g.epoch == epoch) {
+		delete(ps.guards, producerID)
+	}
+}
+
 // StartTxnVerification returns the guard to append producerID's next transactional batch at
 // epoch with (AppendVerified) once its verification succeeds: TxnOngoingGuard when its
 // transaction is already ongoing on the partition at that epoch (no verification needed), else
@@ -136,13 +159,13 @@ func (l *Log) StartTxnVerification(producerID int64, epoch int16) VerificationGu
 		return TxnOngoingGuard
 	}
 	if ps.guards == nil || len(ps.guards) >= maxVerificationGuards {
-		ps.guards = map[int64]VerificationGuard{}
+		ps.guards = map[int64]guardEntry{}
 	}
 	ps.lastGuard++
 	if ps.lastGuard == NoVerificationGuard || ps.lastGuard == TxnOngoingGuard {
 		ps.lastGuard = 1
 	}
-	ps.guards[producerID] = ps.lastGuard
+	ps.guards[producerID] = guardEntry{guard: ps.lastGuard, epoch: epoch}
 	return ps.lastGuard
 }
 
@@ -160,7 +183,7 @@ func (ps *producerState) checkGuard(h *record.Header, e *producerEntry, guard Ve
 	if guard == NoVerificationGuard || !h.IsTransactional() || (e != nil && e.txnFirstOffset >= 0) {
 		return nil
 	}
-	if cur, ok := ps.guards[h.ProducerID]; !ok || cur != guard {
+	if cur, ok := ps.guards[h.ProducerID]; !ok || cur.guard != guard {
 		return fmt.Errorf("producer %d: the transaction ended on the partition after it was verified (verification guard withdrawn): %w", h.ProducerID, kerr.InvalidTxnState)
 	}
 	return nil
@@ -207,7 +230,6 @@ func (ps *producerState) completeTxn(producerID int64, epoch int16, coordinatorE
 		ps.producers[producerID] = e
 	}
 	firstOffset = e.txnFirstOffset
-	delete(ps.guards, producerID) // a verification in flight is for a transaction that ended
 	if epoch != e.epoch {
 		e.epoch = epoch
 		e.batches = e.batches[:0]

@@ -173,6 +173,7 @@ func (l *Log) applyBatchToSegment(seg *segment.Segment, b []byte, h *record.Head
 		slog.Warn("malformed transaction marker ignored", "dir", l.dir, "offset", h.BaseOffset, "err", err)
 		return nil
 	}
+	l.producers.withdrawGuard(h.ProducerID, h.ProducerEpoch, 0) // its transaction version is unknown here
 	return l.completeTxnLocked(seg, h.ProducerID, h.ProducerEpoch, m, h.BaseOffset, h.MaxTimestamp)
 }
 
@@ -228,6 +229,7 @@ func (l *Log) AppendMarker(producerID int64, epoch int16, coordinatorEpoch int32
 	info, err := l.appendLocked(batch, &h)
 	newEpoch := false
 	if err == nil {
+		l.producers.withdrawGuard(producerID, epoch, txnVersion)
 		err = l.completeTxnLocked(l.active, producerID, epoch, m, h.BaseOffset, h.MaxTimestamp)
 		if h.PartitionLeaderEpoch > l.epochs.latest {
 			newEpoch = l.epochs.assignLocked(h.PartitionLeaderEpoch, h.BaseOffset)

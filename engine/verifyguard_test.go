@@ -56,3 +56,34 @@ func TestVerificationGuard(t *testing.T) {
 		t.Fatal("TxnOngoingGuard for another epoch")
 	}
 }
+
+// TestVerificationGuardVersion2: with transaction version 2 a marker carries the epoch the
+// coordinator bumped to, so the marker ending the transaction at epoch 0 comes at epoch 1: a
+// guard taken for the producer's next transaction (epoch 1) before that marker landed stays
+// valid, and the marker ending that transaction (epoch 2) withdraws it.
+func TestVerificationGuardVersion2(t *testing.T) {
+	l := openTxnLog(t, t.TempDir(), false)
+	defer l.Close()
+	const pid = 4
+	g := l.StartTxnVerification(pid, 0)
+	if _, err := l.AppendVerified(txnBatch(pid, 0, 0, 1), g); err != nil {
+		t.Fatal(err)
+	}
+	next := l.StartTxnVerification(pid, 1) // the next transaction's Produce v12 races the markers
+	if _, err := l.AppendMarker(pid, 1, 0, true, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendVerified(txnBatch(pid, 1, 0, 1), next); err != nil {
+		t.Fatalf("next transaction's first batch: %v", err)
+	}
+	if _, err := l.AppendMarker(pid, 2, 0, false, 2); err != nil {
+		t.Fatal(err)
+	}
+	late := l.StartTxnVerification(pid, 2)
+	if _, err := l.AppendMarker(pid, 3, 0, false, 2); err != nil { // an abort (epoch bumped to 3) lands meanwhile
+		t.Fatal(err)
+	}
+	if _, err := l.AppendVerified(txnBatch(pid, 2, 0, 1), late); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("append after the version 2 abort of its transaction: %v", err)
+	}
+}
