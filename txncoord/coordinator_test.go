@@ -412,6 +412,27 @@ func TestEndTxnV2(t *testing.T) {
 	if got := e.c.EndTxn("a", r.ProducerID, e2-1, true, 2); got.Err != kerr.InvalidTxnState {
 		t.Fatalf("commit retry after abort: %+v", got)
 	}
+	// The client's next transaction ends (an empty abort at the epoch EndTxn returned) while the
+	// previous one's markers are still being written: CONCURRENT_TRANSACTIONS until they are,
+	// then the empty abort is accepted.
+	e.add("a", InitResult{ProducerID: r.ProducerID, Epoch: e2}, 2, tps("t", 0)...)
+	e.markers.gate = make(chan struct{})
+	if got := e.c.EndTxn("a", r.ProducerID, e2, true, 2); got.Err != nil || got.Epoch != e2+1 {
+		t.Fatalf("commit: %+v", got)
+	}
+	for _, commit := range []bool{false, true} {
+		if got := e.c.EndTxn("a", r.ProducerID, e2+1, commit, 2); got.Err != kerr.ConcurrentTransactions {
+			t.Fatalf("next end (commit %v) while PrepareCommit: %+v, want CONCURRENT_TRANSACTIONS", commit, got)
+		}
+	}
+	if got := e.c.EndTxn("a", r.ProducerID, e2, true, 2); got.Err != kerr.ConcurrentTransactions {
+		t.Fatalf("retried commit while PrepareCommit: %+v", got)
+	}
+	close(e.markers.gate)
+	e.waitState(e.c, "a", CompleteCommit)
+	if got := e.c.EndTxn("a", r.ProducerID, e2+1, false, 2); got.Err != nil || got.Epoch != e2+2 {
+		t.Fatalf("empty abort after the commit completed: %+v", got)
+	}
 	// An empty abort from Empty is allowed in version 2.
 	r2 := e.init("b")
 	if got := e.c.EndTxn("b", r2.ProducerID, r2.Epoch, false, 2); got.Err != nil || got.Epoch != r2.Epoch+1 {

@@ -398,7 +398,12 @@ func (c *Coordinator) prepareEndV2(m *txnMeta, pid int64, epoch int16, commit, f
 		case Ongoing, Empty, Dead, PrepareEpochFence:
 			validEpoch = epoch == m.producerEpoch
 		case PrepareCommit, PrepareAbort:
-			validEpoch = retryOnEpochBump
+			// Kafka: only a retry (the epoch before the bump). weir also accepts the bumped
+			// epoch the client was just given: that is its next transaction ending (an empty
+			// abort, as franz-go sends when every produce of it failed) before this one's
+			// markers are written, answered CONCURRENT_TRANSACTIONS below so the client waits,
+			// instead of PRODUCER_FENCED, which would kill a live producer.
+			validEpoch = retryOnEpochBump || epoch == m.producerEpoch
 		case CompleteCommit, CompleteAbort:
 			validEpoch = retryOnEpochBump || retryOnOverflow || epoch == m.producerEpoch
 		}
@@ -436,6 +441,8 @@ func (c *Coordinator) prepareEndV2(m *txnMeta, pid int64, epoch int16, commit, f
 		return transit{}, kerr.ProducerFenced, false
 	case m.hasPending && !isEpochFence:
 		return transit{}, kerr.ConcurrentTransactions, false
+	case (m.state == PrepareCommit || m.state == PrepareAbort) && !isRetry && !isEpochFence:
+		return transit{}, kerr.ConcurrentTransactions, false // the next transaction's end, above
 	}
 	switch m.state {
 	case Ongoing:
