@@ -189,6 +189,8 @@ var (
 	keyTxnStateSegmentBytes             = intKey("transaction.state.log.segment.bytes")
 	keyTxnPartitionVerification         = boolKey("transaction.partition.verification.enable")
 	keyTxnVersion                       = intKey("internal.transaction.version")
+	keyAddPartitionsRetryBackoff        = msKey("add.partitions.to.txn.retry.backoff.ms")
+	keyAddPartitionsRetryBackoffMax     = msKey("add.partitions.to.txn.retry.backoff.max.ms")
 	keyControllerQuorumVoters           = stringKey("controller.quorum.voters")
 	keyControllerListener               = stringKey("controller.listener")
 	keyMetadataLogDir                   = stringKey("metadata.log.dir")

@@ -489,6 +489,31 @@ func (b *Broker) sendPeer(ctx context.Context, key peerKey, addr string, req kms
 // otherwise (TRANSACTION_ABORTABLE: not in the transaction; NOT_COORDINATOR and the like while
 // the coordinator moves; NETWORK_EXCEPTION when the leader cannot be reached).
 func (b *Broker) verifyTxnPartition(ctx context.Context, txnID string, pid int64, epoch int16, tp txncoord.TopicPartition, add bool) *kerr.Error {
+	if !add {
+		return b.askTxnCoordinator(ctx, txnID, pid, epoch, tp, false)
+	}
+	// An add racing the previous transaction's markers (CONCURRENT_TRANSACTIONS) is retried
+	// here for a short while, as Kafka does since KAFKA-18654, so the client's first produce of
+	// its next transaction is not sent back to wait out its own retry backoff.
+	backoff := keyAddPartitionsRetryBackoff.Get(b.cfg)
+	deadline := time.Now().Add(keyAddPartitionsRetryBackoffMax.Get(b.cfg))
+	for {
+		e := b.askTxnCoordinator(ctx, txnID, pid, epoch, tp, true)
+		if e != kerr.ConcurrentTransactions || time.Now().Add(backoff).After(deadline) {
+			return e
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return e
+		case <-t.C:
+		}
+	}
+}
+
+// askTxnCoordinator is one verify_only check or add of verifyTxnPartition.
+func (b *Broker) askTxnCoordinator(ctx context.Context, txnID string, pid int64, epoch int16, tp txncoord.TopicPartition, add bool) *kerr.Error {
 	t, ok := b.topics.get(txnStateTopic)
 	if !ok {
 		return kerr.CoordinatorNotAvailable

@@ -39,14 +39,18 @@
 // append is durable (acks=all: replicated), or dropped if it failed. Epochs follow Kafka:
 // InitProducerId bumps (KIP-360 recovery with the expected id and epoch), an open transaction
 // is fenced by a bump and aborted; with transaction version 2 (KIP-890) every end bumps the
-// epoch and EndTxn returns the new one; at epoch 32766 the id rotates to a new producer id.
+// epoch and EndTxn returns the new one (an EndTxn at that new epoch while the transaction is
+// still PrepareCommit/PrepareAbort is the client's next transaction ending early:
+// CONCURRENT_TRANSACTIONS, where Kafka answers PRODUCER_FENCED); at epoch 32766 the id rotates
+// to a new producer id.
 //
 // # Concurrency
 //
 // Coordinator.mu guards the map of led partitions and each partition's map of ids; txnMeta.mu
 // guards one id's state. The two are never held together, and no lock is
 // held across a log append, an fdatasync wait or a marker write. Requests run on the caller's
-// goroutine. Marker sending runs on one goroutine per ending transaction; it stops when the
+// goroutine. Marker sending runs on one goroutine per ending transaction (the MarkerWriter may
+// batch concurrent calls into one request per destination broker, as the broker does); it stops when the
 // partition is resigned (its context ends) and the next leader resends the markers of every
 // transaction it loads in PrepareCommit/PrepareAbort, which makes a failover complete in-flight
 // commits and aborts. Two background loops (Start) abort transactions past their timeout and
