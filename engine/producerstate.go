@@ -307,6 +307,13 @@ func (ps *producerState) check(h *record.Header, guard VerificationGuard) error 
 	}
 	if last := e.last(); last != nil && firstSeq != seqAdd(last.lastSeq, 1) {
 		return fmt.Errorf("producer %d epoch %d: sequence %d does not follow %d: %w", h.ProducerID, h.ProducerEpoch, firstSeq, last.lastSeq, kerr.OutOfOrderSequenceNumber)
+	} else if last == nil && firstSeq != 0 {
+		// Known at this epoch with no batch: its epoch came from a marker (with transaction
+		// version 2 the marker carries the bumped epoch the next transaction uses) or a
+		// snapshot's empty entry. Kafka's checkSequence: the last sequence is none, so the
+		// first batch must start at 0; a later batch of the same epoch arriving first (its
+		// predecessor was refused or is being retried) is out of order.
+		return fmt.Errorf("producer %d epoch %d: first batch at sequence %d, not 0: %w", h.ProducerID, h.ProducerEpoch, firstSeq, kerr.OutOfOrderSequenceNumber)
 	}
 	return nil
 }

@@ -87,3 +87,21 @@ func TestVerificationGuardVersion2(t *testing.T) {
 		t.Fatalf("append after the version 2 abort of its transaction: %v", err)
 	}
 }
+
+// TestSequenceAfterVersion2Marker: a version 2 marker moves the producer to the bumped epoch
+// with no batch; the next transaction's first batch must then start at sequence 0, as Kafka's
+// checkSequence requires (a later batch arriving first is OUT_OF_ORDER_SEQUENCE_NUMBER).
+func TestSequenceAfterVersion2Marker(t *testing.T) {
+	l := openTxnLog(t, t.TempDir(), false)
+	defer l.Close()
+	const pid = 6
+	mustAppend(t, l, txnBatch(pid, 0, 0, 3))
+	if _, err := l.AppendMarker(pid, 1, 0, true, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(txnBatch(pid, 1, 5, 1)); !errors.Is(err, kerr.OutOfOrderSequenceNumber) {
+		t.Fatalf("epoch 1 starting at sequence 5: %v", err)
+	}
+	mustAppend(t, l, txnBatch(pid, 1, 0, 5))
+	mustAppend(t, l, txnBatch(pid, 1, 5, 1))
+}
