@@ -4,8 +4,8 @@ package broker
 // transactional id (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each
 // topic; a partition refused (TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION for a topic
 // or partition that does not exist, or an internal topic) makes every other partition
-// OPERATION_NOT_ATTEMPTED, as Kafka's KafkaApis does (internal topics are refused from clients
-// only: a broker adds __consumer_offsets for a transaction version 2 TxnOffsetCommit); then the transaction coordinator adds the
+// OPERATION_NOT_ATTEMPTED, as Kafka's KafkaApis does (internal topics are refused, except
+// __consumer_offsets from a broker: it adds it for a transaction version 2 TxnOffsetCommit); then the transaction coordinator adds the
 // partitions (txncoord.AddPartitions). v4+ is the inter-broker batch form (KIP-890): CLUSTER_ACTION
 // on the cluster (else the top-level CLUSTER_AUTHORIZATION_FAILED) and, as in Kafka, no client
 // ACL (the broker authorized the producer's request), one result per transaction; verify_only transactions only check that the partitions are
@@ -71,9 +71,9 @@ func (b *Broker) addPartitionsToTxn(r *netio.Request, txnID string, pid int64, e
 			switch {
 			case denied != nil && denied(t.topic):
 				out[i][j] = kerr.TopicAuthorizationFailed
-			case !found || p < 0 || p >= info.Partitions || (!fromBroker && isInternalTopic(t.topic)):
-				// A client may not add an internal topic; a broker may (the group
-				// coordinator adds __consumer_offsets for TxnOffsetCommit v5+, KIP-890 part 2).
+			case !found || p < 0 || p >= info.Partitions || (isInternalTopic(t.topic) && !(fromBroker && t.topic == offsetsTopic)):
+				// A client may not add an internal topic; a broker may add __consumer_offsets
+				// (the group coordinator's broker, for TxnOffsetCommit v5+, KIP-890 part 2).
 				out[i][j] = kerr.UnknownTopicOrPartition
 			default:
 				tps = append(tps, txncoord.TopicPartition{Topic: t.topic, Partition: p})
