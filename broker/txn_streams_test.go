@@ -41,7 +41,8 @@ func TestClusterStreamsEOS(t *testing.T) {
 
 // TestClusterStreamsEOSBrokerKill: as TestClusterStreamsEOS, but the transaction coordinator of
 // one of the application's transactional ids is SIGKILLed while input is still arriving, and
-// restarted a few seconds later; the result must still be exact. Set WEIR_STREAMS_KILL=1.
+// restarted a few seconds later; later the Streams JVM itself is SIGKILLed and started again.
+// The result must still be exact. Set WEIR_STREAMS_KILL=1.
 func TestClusterStreamsEOSBrokerKill(t *testing.T) {
 	if os.Getenv(streamsKillEnv) == "" {
 		t.Skip(streamsKillEnv + " not set: the broker-kill variant of the Streams test takes minutes (result in docs/compatibility.md)")
@@ -121,6 +122,7 @@ func startJava(t *testing.T, args ...string) *javaProc {
 	p := &javaProc{cmd: exec.Command("java", args...), done: make(chan struct{}), running: make(chan struct{})}
 	pr, pw := io.Pipe()
 	p.cmd.Stdout, p.cmd.Stderr = pw, pw
+	scanned := make(chan struct{})
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +142,12 @@ func startJava(t *testing.T, args ...string) *javaProc {
 			}
 		}
 		_, _ = io.Copy(io.Discard, pr)
+		close(scanned)
 	}()
 	go func() {
 		p.err = p.cmd.Wait()
 		pw.Close()
+		<-scanned // every line of the output is in p.out once done is closed
 		close(p.done)
 	}()
 	t.Cleanup(func() {
@@ -186,9 +190,10 @@ func (p *javaProc) stop(within time.Duration) error {
 // wordCounts follows the output topic with read_committed and checks every record as it arrives:
 // per word the counts must strictly increase and never pass the expected count.
 type wordCounts struct {
-	last map[string]int64
-	recs int
-	errs []string
+	last        map[string]int64
+	recs        int
+	errs        []string
+	consecutive bool // without a record cache each count is the previous one plus one
 }
 
 func (w *wordCounts) add(r *kgo.Record, want map[string]int64) {
@@ -207,6 +212,8 @@ func (w *wordCounts) add(r *kgo.Record, want map[string]int64) {
 		w.errs = append(w.errs, fmt.Sprintf("word %q: count %d after %d at %d/%d (a duplicate or an aborted record)", k, v, w.last[k], r.Partition, r.Offset))
 	case v > exp:
 		w.errs = append(w.errs, fmt.Sprintf("word %q: count %d above the expected %d at %d/%d", k, v, exp, r.Partition, r.Offset))
+	case w.consecutive && v != w.last[k]+1:
+		w.errs = append(w.errs, fmt.Sprintf("word %q: count %d after %d at %d/%d (an update lost)", k, v, w.last[k], r.Partition, r.Offset))
 	}
 	w.last[k] = v
 }
@@ -225,7 +232,8 @@ func (w *wordCounts) missing(want map[string]int64) int {
 func streamsWordCount(t *testing.T, kill bool) {
 	libs, classes := streamsJava(t)
 	c := startCluster(t, 3, nil)
-	adm := kadm.NewClient(c.client())
+	admLog := &lockedBuffer{}
+	adm := kadm.NewClient(c.client(kgo.WithLogger(kgo.BasicLogger(admLog, kgo.LogLevelDebug, nil))))
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	const in, out, appID, nLines = "wc-input", "wc-output", "weir-wordcount", 20000
@@ -242,17 +250,30 @@ func streamsWordCount(t *testing.T, kill bool) {
 		"replication.factor=3", // repartition and changelog topics survive a broker kill
 		"num.stream.threads=2",
 		"commit.interval.ms=100",
+		"session.timeout.ms=10000", // a SIGKILLed instance leaves the group within 10 s
 		"state.dir=" + filepath.Join(dir, "state"),
 		"weir.input.topic=" + in,
 		"weir.output.topic=" + out,
 	}, "\n") + "\n"
+	if kill {
+		// No record cache: every count update goes to the changelog and the output at once, so
+		// the transaction open when the application dies holds output records that must be
+		// aborted, and each word's counts must go up by exactly one.
+		// Commits every 2 s keep transactions open long enough to be caught with records in the
+		// output (a later commit.interval.ms overrides the earlier one).
+		props += "statestore.cache.max.bytes=0\ncommit.interval.ms=2000\n"
+	}
 	propsFile := filepath.Join(dir, "wordcount.properties")
 	if err := os.WriteFile(propsFile, []byte(props), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	java := startJava(t, "-Xmx384m", "-XX:+UseSerialGC", "-Djava.io.tmpdir="+dir,
-		"-cp", libs+"/*"+string(os.PathListSeparator)+classes, "WeirWordCount", propsFile)
+	launch := func() *javaProc {
+		t.Helper()
+		return startJava(t, "-Xmx384m", "-XX:+UseSerialGC", "-Djava.io.tmpdir="+dir,
+			"-cp", libs+"/*"+string(os.PathListSeparator)+classes, "WeirWordCount", propsFile)
+	}
+	java := launch()
 	select {
 	case <-java.running:
 		t.Logf("Streams RUNNING after %v", time.Since(start).Round(time.Millisecond))
@@ -265,8 +286,7 @@ func streamsWordCount(t *testing.T, kill bool) {
 	// The input arrives in slices while Streams runs, so that the application commits many
 	// transactions; with kill, a broker dies after the first half.
 	src := c.client(kgo.DefaultProduceTopic(in), kgo.RequiredAcks(kgo.AllISRAcks()))
-	produce := func(ls []string) {
-		t.Helper()
+	produceAsync := func(ls []string) {
 		for i, l := range ls {
 			src.Produce(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: []byte(l)}, func(_ *kgo.Record, err error) {
 				if err != nil {
@@ -274,6 +294,9 @@ func streamsWordCount(t *testing.T, kill bool) {
 				}
 			})
 		}
+	}
+	flush := func() {
+		t.Helper()
 		if err := src.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +305,19 @@ func streamsWordCount(t *testing.T, kill bool) {
 	per := nLines / nSlices
 	victim := -1
 	for s := 0; s < nSlices; s++ {
-		produce(lines[s*per : (s+1)*per])
+		produceAsync(lines[s*per : (s+1)*per])
+		if kill && s == nSlices-2 {
+			// The application itself dies inside a transaction that has written output
+			// records: its successor (same state directory, so the same process id and
+			// transactional ids) fences it, the open transaction is aborted, and the state is
+			// restored from the changelog.
+			streamsWaitOpenData(t, c, ctx, out)
+			_ = java.cmd.Process.Kill()
+			<-java.done
+			java = launch()
+			t.Logf("Streams SIGKILLed inside a transaction and started again")
+		}
+		flush()
 		if kill && s == nSlices/2-1 {
 			victim = streamsKillCoordinator(t, c, adm, ctx, appID)
 		}
@@ -297,7 +332,7 @@ func streamsWordCount(t *testing.T, kill bool) {
 	// Follow the output with read_committed until every word has its final count.
 	rd := c.client(kgo.ConsumeTopics(out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(300*time.Millisecond))
-	wc := &wordCounts{last: map[string]int64{}}
+	wc := &wordCounts{last: map[string]int64{}, consecutive: kill}
 	deadline := time.Now().Add(4 * time.Minute)
 	for wc.missing(want) > 0 && len(wc.errs) == 0 {
 		if time.Now().After(deadline) {
@@ -332,14 +367,17 @@ func streamsWordCount(t *testing.T, kill bool) {
 	if err := java.stop(60 * time.Second); err != nil {
 		t.Errorf("Streams stop: %v", err)
 	}
-	if !strings.Contains(java.output(), "-> NOT_RUNNING") {
-		t.Errorf("Streams did not close cleanly")
+	if !strings.Contains(java.output(), "CLOSED true") {
+		t.Errorf("Streams did not close cleanly:\n%s", tail(java.output(), 10))
 	}
 
 	// The application's input offsets, committed in its transactions, are at the input's end.
 	offs, err := adm.FetchOffsets(ctx, appID)
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("OffsetFetch of %s: %v; brokers' warnings:\n%s\nclient log:\n%s", appID, err, clusterWarnings(c), tail(admLog.String(), 80))
+		if offs, err = kadm.NewClient(c.client()).FetchOffsets(ctx, appID); err != nil {
+			t.Fatalf("OffsetFetch of %s with a new client: %v", appID, err)
+		}
 	}
 	var sum int64
 	offs.Each(func(o kadm.OffsetResponse) {
@@ -367,7 +405,19 @@ func streamsWordCount(t *testing.T, kill bool) {
 		}
 	}
 	sort.Strings(ids)
-	t.Logf("output log end offsets sum to %d (data and markers); %d committed records read; transactional ids %v", end, wc.recs, ids)
+	all := 0
+	ru := c.client(kgo.ConsumeTopics(out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300*time.Millisecond))
+	for idle, stop := 0, time.Now().Add(30*time.Second); idle < 3 && time.Now().Before(stop); {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		fs := ru.PollFetches(pctx)
+		pcancel()
+		if fs.NumRecords() == 0 {
+			idle++
+		}
+		all += fs.NumRecords()
+	}
+	t.Logf("output: log end offsets sum to %d (data and markers); read_uncommitted %d records, read_committed %d (%d of aborted transactions); transactional ids %v",
+		end, all, wc.recs, all-wc.recs, ids)
 }
 
 // streamsKillCoordinator SIGKILLs the transaction coordinator of one of the Streams application's
@@ -396,4 +446,64 @@ func streamsKillCoordinator(t *testing.T, c *testCluster, adm *kadm.Client, ctx 
 	c.signal(i, syscall.SIGKILL)
 	t.Logf("SIGKILLed broker %d, the transaction coordinator of %s", co.NodeID, id)
 	return i
+}
+
+// streamsWaitOpenData waits (20 s at most) until a partition of the output topic holds records of
+// an open transaction: its high watermark is above its last stable offset read just after.
+func streamsWaitOpenData(t *testing.T, c *testCluster, ctx context.Context, out string) {
+	t.Helper()
+	adm := kadm.NewClient(c.client())
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		hw, err := adm.ListEndOffsets(ctx, out)
+		if err != nil {
+			continue
+		}
+		lso, err := adm.ListCommittedOffsets(ctx, out) // ListOffsets with read_committed
+		if err != nil {
+			continue
+		}
+		open := false
+		hw.Each(func(o kadm.ListedOffset) {
+			if l, ok := lso.Lookup(out, o.Partition); ok && l.Err == nil && o.Err == nil && l.Offset < o.Offset {
+				open = true
+			}
+		})
+		if open {
+			return
+		}
+	}
+	t.Fatalf("no open transaction with records in %s within 20 s", out)
+}
+
+// clusterWarnings is every WARN, ERROR or panic line (raft's own excepted) of every node's
+// output, for a failure message.
+func clusterWarnings(c *testCluster) string {
+	var b strings.Builder
+	for _, n := range c.tc.Nodes() {
+		for _, line := range strings.Split(n.AllOutput(), "\n") {
+			if (strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") || strings.Contains(line, "panic")) &&
+				!strings.Contains(line, "raft:") {
+				fmt.Fprintf(&b, "node %d: %s\n", n.ID, line)
+			}
+		}
+	}
+	return tail(b.String(), 60)
+}
+
+// lockedBuffer is a strings.Builder for several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex // guards b
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

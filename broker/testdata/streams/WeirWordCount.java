@@ -7,8 +7,8 @@
 // Usage: java -cp <kafka jars>:<classes> WeirWordCount <properties file>
 // The properties are StreamsConfig keys plus weir.input.topic and weir.output.topic. Output
 // values are the counts as 8-byte big-endian longs. The program prints each state change as
-// "STATE OLD -> NEW" and stops on SIGTERM (closing Streams cleanly) or when Streams reaches
-// ERROR (exit status 1).
+// "STATE OLD -> NEW" and stops on SIGTERM (closing Streams, then printing "CLOSED true|false ...")
+// or when Streams reaches ERROR (exit status 1).
 import java.io.FileInputStream;
 import java.io.InputStream;
 import java.time.Duration;
@@ -74,7 +74,10 @@ public final class WeirWordCount {
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.REPLACE_THREAD;
         });
         final Thread hook = new Thread(() -> {
-            streams.close(Duration.ofSeconds(30));
+            final long start = System.nanoTime();
+            final boolean closed = streams.close(Duration.ofSeconds(30));
+            System.out.println("CLOSED " + closed + " after " + (System.nanoTime() - start) / 1_000_000 + " ms, state " + streams.state());
+            System.out.flush();
             stopped.countDown();
         });
         Runtime.getRuntime().addShutdownHook(hook);
