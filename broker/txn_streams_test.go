@@ -256,10 +256,10 @@ func streamsWordCount(t *testing.T, kill bool) {
 	}, "\n") + "\n"
 	if kill {
 		// No record cache: every count update goes to the changelog and the output at once, so
-		// the transaction open when the application dies holds output records that must be
-		// aborted, and each word's counts must go up by exactly one.
-		// Commits every 2 s keep transactions open long enough to be caught with records in the
-		// output (a later commit.interval.ms overrides the earlier one).
+		// a transaction open when the application dies usually holds output records that must
+		// be aborted, and each word's counts must go up by exactly one. Commits every 2 s keep
+		// transactions open long enough to be caught with records in the output (the later
+		// commit.interval.ms line overrides the earlier one).
 		props += "statestore.cache.max.bytes=0\ncommit.interval.ms=2000\n"
 	}
 	propsFile := filepath.Join(dir, "wordcount.properties")
