@@ -101,5 +101,9 @@ commands:
   hist     latency histograms: weir hist show x.hgrm; weir hist compare a.hgrm b.hgrm [--plot out.png|out.svg]
 
 Client commands take --bootstrap host:port (default 127.0.0.1:9092); 'weir <command> -h' lists flags.
+Secured listeners (SSL, SASL_PLAINTEXT, SASL_SSL), with every client command:
+  --tls [--tls-ca ca.pem] [--tls-cert client.pem --tls-key client.key] [--tls-server-name NAME]
+  --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 --sasl-user U
+  [--sasl-password P | --sasl-password-file F | $WEIR_SASL_PASSWORD]
 `)
 }
