@@ -9,7 +9,7 @@
 //	weir dev-cluster [-n 3] [--dir ./data-cluster] [--base-port 9092] [--controller-base-port 19093] [--set key=value ...]
 //	weir cluster info [--bootstrap host:port]
 //	weir user create|delete|list [NAME] [--password P] [--mechanism M] [--sasl-mechanism M --sasl-user U --tls ...]
-//	weir bench produce|e2e|txn|consume|disk|report [--workload 1topic-16part-1kb-50k] [--out DIR] [flags]
+//	weir bench produce|e2e|txn|consume|disk|report|tools-report [--workload 1topic-16part-1kb-50k] [--out DIR] [flags]
 //	weir hist show X.hgrm | weir hist compare A.hgrm B.hgrm [--plot out.png|out.svg]
 //	weir config docs
 //	weir acl add|list|remove [--allow|--deny] [--principal User:P] [--operation OP] [--topic T|--group G|--cluster] [--prefixed]
