@@ -41,6 +41,17 @@ type TxnResult struct {
 // fast producer cannot build a transaction larger than its in-flight window allows to settle.
 const maxTxnRecords = 1 << 20
 
+// txnMetadataMinAge is the transactional producers' kgo.MetadataMinAge. Apache Kafka 4 adds a
+// transaction's partitions implicitly on Produce (KIP-890 part 2) and answers a Produce that
+// arrives while the previous transaction's markers are still being written with
+// CONCURRENT_TRANSACTIONS; franz-go retries such a batch after a metadata refresh, which its
+// default MetadataMinAge (5 s) throttles, so against Kafka 4.4 whole transactions stalled for
+// about 5 s (seen in `make bench-vs-kafka` and with a bare kgo program: CONCURRENT_TRANSACTIONS
+// on produce, then 4.9 s before the retry). With 100 ms the retry follows at once; the extra
+// metadata requests cost a single broker nothing measurable. Kafka's Java producer does not
+// wait like that, so without this the load generator, not the broker, would set Kafka's figures.
+const txnMetadataMinAge = 100 * time.Millisecond
+
 // abortsTxn says whether transaction number i (from 0) of a producer is aborted at ratio r: the
 // aborts are spread evenly (i*r and (i+1)*r straddle an integer), so any run of 1/r transactions
 // holds one, and a run is repeatable.
@@ -96,7 +107,9 @@ func RunTxnLoad(ctx context.Context, w TxnWorkload, newClient func(...kgo.Opt) (
 	}
 	clients := make([]*kgo.Client, w.Producers)
 	for i := range clients {
-		opts := append(append([]kgo.Opt(nil), base...), kgo.TransactionalID(fmt.Sprintf("%s-%d", w.TransactionalID, i)))
+		// txnMetadataMinAge: see its comment; without it a Kafka 4 broker's transactions stall.
+		opts := append(append([]kgo.Opt(nil), base...), kgo.TransactionalID(fmt.Sprintf("%s-%d", w.TransactionalID, i)),
+			kgo.MetadataMinAge(txnMetadataMinAge))
 		if w.TxnTimeout > 0 {
 			opts = append(opts, kgo.TransactionTimeout(w.TxnTimeout))
 		}
