@@ -33,6 +33,9 @@
 #
 #   DURATION     measured time per run (default 20s; QUICK=1: 5s)
 #   WARMUP       warm-up per run, not measured (default 5s; QUICK=1: 2s)
+#   TXN_WARMUP   warm-up of the transactional workloads t and u (default 10s, QUICK too): a fresh
+#                Kafka creates and loads __transaction_state (50 partitions) on the first
+#                InitProducerId, which took about 6 s here
 #   REPS         repetitions (default 3; QUICK=1: 1), for the tools too
 #   QUICK=1      short runs to try the script out (the tools suite too: few records per cell)
 #   TOOLS=0      leave out Kafka's tools (TOOLS_* and the rest: see scripts/bench-kafka-tools.sh)
@@ -66,6 +69,7 @@ if [[ "${QUICK:-0}" == 1 ]]; then
 fi
 DURATION="${DURATION:-20s}"
 WARMUP="${WARMUP:-5s}"
+TXN_WARMUP="${TXN_WARMUP:-10s}"
 REPS="${REPS:-3}"
 WORKLOADS="${WORKLOADS:-a b c t u}"
 MODES="${MODES:-durable pagecache}"
@@ -82,7 +86,7 @@ secs() { # 20s, 1m, 500ms, 20 -> whole seconds (rounded up)
     *) echo "$v" ;;
   esac
 }
-RUN_TIMEOUT="${RUN_TIMEOUT:-$(( $(secs "$DURATION") + $(secs "$WARMUP") + 90 ))}"
+RUN_TIMEOUT="${RUN_TIMEOUT:-$(( $(secs "$DURATION") + $(secs "$WARMUP") + $(secs "$TXN_WARMUP") + 90 ))}"
 OUT="${1:-$(mktemp -d -t bench-vs-kafka.XXXXXX)}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -178,7 +182,8 @@ trap 'exit 130' INT TERM
 mkdir -p "$OUT/logs" "$OUT/runs" "$OUT/plots"
 
 run_one() { # REP MODE WORKLOAD BROKER
-  local rep="$1" mode="$2" wl="$3" which="$4" dir bootstrap name out rc=0
+  local rep="$1" mode="$2" wl="$3" which="$4" dir bootstrap name out rc=0 warm="$WARMUP"
+  case "$wl" in t|u) warm="$TXN_WARMUP" ;; esac
   name="$(workload_name "$wl")"
   dir="$BENCH_DIR/$which-$mode-$wl-$rep"
   out="$OUT/runs/$name/$mode/$which-r$rep"
@@ -192,7 +197,7 @@ run_one() { # REP MODE WORKLOAD BROKER
   fi
   # shellcheck disable=SC2046,SC2086
   timeout -k 5 "$RUN_TIMEOUT" "$WEIR_BIN" bench $(workload_args "$wl") --bootstrap "$bootstrap" \
-    --topic "bench-$wl" --duration "$DURATION" --warmup "$WARMUP" --max-messages "$MAX_MESSAGES" \
+    --topic "bench-$wl" --duration "$DURATION" --warmup "$warm" --max-messages "$MAX_MESSAGES" \
     --broker-name "$which" --flush-mode "$mode" --data-dir "$dir" --out "$out" ${BENCH_ARGS:-} \
     >"$OUT/logs/$name-$mode-$which-r$rep.log" 2>&1 || rc=$?
   if (( rc != 0 )); then
