@@ -52,6 +52,9 @@ const maxTxnRecords = 1 << 20
 // wait like that, so without this the load generator, not the broker, would set Kafka's figures.
 const txnMetadataMinAge = 100 * time.Millisecond
 
+// txnInitWait bounds the producers' InitProducerId before a run.
+const txnInitWait = 2 * time.Minute
+
 // abortsTxn says whether transaction number i (from 0) of a producer is aborted at ratio r: the
 // aborts are spread evenly (i*r and (i+1)*r straddle an integer), so any run of 1/r transactions
 // holds one, and a run is repeatable.
@@ -125,6 +128,19 @@ func RunTxnLoad(ctx context.Context, w TxnWorkload, newClient func(...kgo.Opt) (
 			c.Close()
 		}
 	}()
+
+	// Producer ids first, before the clock starts: InitProducerId finds the transaction
+	// coordinator, and on a fresh broker creates and loads __transaction_state (Kafka 4.4 took
+	// 6-13 s for its 50 partitions on a loaded 2-core machine). That is set-up, like creating
+	// the topic, not transaction cost.
+	ictx, icancel := context.WithTimeout(ctx, txnInitWait)
+	for i, cl := range clients {
+		if _, _, err := cl.ProducerID(ictx); err != nil {
+			icancel()
+			return nil, fmt.Errorf("producer %d: initializing the transactional producer id: %w", i, err)
+		}
+	}
+	icancel()
 
 	payload := make([]byte, w.MessageSize)
 	rng := rand.New(rand.NewPCG(2, uint64(w.MessageSize)))

@@ -383,9 +383,11 @@ func writeTxnReport(w io.Writer, runs []*reportRun) {
 		groups[k][r.broker] = append(groups[k][r.broker], r)
 	}
 	med := func(rs []*reportRun, v func(*reportRun) float64) float64 {
-		xs := make([]float64, len(rs))
-		for i, r := range rs {
-			xs[i] = v(r)
+		var xs []float64
+		for _, r := range rs {
+			if x := v(r); !math.IsNaN(x) {
+				xs = append(xs, x)
+			}
 		}
 		return median(xs)
 	}
@@ -397,9 +399,18 @@ func writeTxnReport(w io.Writer, runs []*reportRun) {
 		}
 		msgs := func(r *reportRun) float64 { return r.msgs }
 		tps := func(r *reportRun) float64 { return r.txnsPerS }
-		c50 := func(r *reportRun) float64 { return r.commit.P50 }
-		c99 := func(r *reportRun) float64 { return r.commit.P99 }
-		c999 := func(r *reportRun) float64 { return r.commit.P999 }
+		// A run with no measured commit has no commit latency (not 0).
+		commitQ := func(q func(*latencySummary) float64) func(*reportRun) float64 {
+			return func(r *reportRun) float64 {
+				if r.commit.Count == 0 {
+					return math.NaN()
+				}
+				return q(r.commit)
+			}
+		}
+		c50 := commitQ(func(l *latencySummary) float64 { return l.P50 })
+		c99 := commitQ(func(l *latencySummary) float64 { return l.P99 })
+		c999 := commitQ(func(l *latencySummary) float64 { return l.P999 })
 		rows = append(rows, fmt.Sprintf("| %s | %s | %d / %d | %s | %s | %s | %s | %s |", k.workload, k.flush, len(ws), len(ks),
 			ratioString(med(ws, msgs), med(ks, msgs)), ratioString(med(ws, tps), med(ks, tps)),
 			ratioString(med(ks, c50), med(ws, c50)), ratioString(med(ks, c99), med(ws, c99)), ratioString(med(ks, c999), med(ws, c999))))
