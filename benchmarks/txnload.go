@@ -1,6 +1,7 @@
 package benchmarks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,10 +22,11 @@ import (
 type TxnWorkload struct {
 	Workload
 	TransactionalID string        `json:"transactional_id"`
-	CommitEvery     int           `json:"commit_every"`             // records per transaction; 0: only CommitInterval bounds it
-	CommitInterval  time.Duration `json:"commit_interval_ns"`       // age of a transaction at which it is ended; 0: only CommitEvery
-	AbortRatio      float64       `json:"abort_ratio,omitempty"`    // 0..1: this fraction of transactions is aborted, spread evenly
-	TxnTimeout      time.Duration `json:"txn_timeout_ns,omitempty"` // transaction.timeout.ms asked of the coordinator; 0: franz-go's default
+	CommitEvery     int           `json:"commit_every"`                  // records per transaction; 0: only CommitInterval bounds it
+	CommitInterval  time.Duration `json:"commit_interval_ns"`            // age of a transaction at which it is ended; 0: only CommitEvery
+	AbortRatio      float64       `json:"abort_ratio,omitempty"`         // 0..1: this fraction of transactions is aborted, spread evenly
+	TxnTimeout      time.Duration `json:"txn_timeout_ns,omitempty"`      // transaction.timeout.ms asked of the coordinator; 0: franz-go's default
+	MetadataMinAge  time.Duration `json:"metadata_min_age_ns,omitempty"` // the producers' kgo.MetadataMinAge; 0: txnMetadataMinAge
 }
 
 // TxnResult is what a transactional run measured: LoadResult's fields (Messages and Bytes count
@@ -112,7 +114,7 @@ func RunTxnLoad(ctx context.Context, w TxnWorkload, newClient func(...kgo.Opt) (
 	for i := range clients {
 		// txnMetadataMinAge: see its comment; without it a Kafka 4 broker's transactions stall.
 		opts := append(append([]kgo.Opt(nil), base...), kgo.TransactionalID(fmt.Sprintf("%s-%d", w.TransactionalID, i)),
-			kgo.MetadataMinAge(txnMetadataMinAge))
+			kgo.MetadataMinAge(cmp.Or(w.MetadataMinAge, txnMetadataMinAge)))
 		if w.TxnTimeout > 0 {
 			opts = append(opts, kgo.TransactionTimeout(w.TxnTimeout))
 		}

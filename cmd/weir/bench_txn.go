@@ -31,6 +31,7 @@ func benchTxn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&tw.CommitInterval, "commit-interval", 0, "end a transaction this long after its first record (0: only --commit-every); Kafka's ProducerPerformance --transaction-duration-ms")
 	fs.Float64Var(&tw.AbortRatio, "abort-ratio", 0, "fraction of transactions aborted instead of committed, 0..1, spread evenly")
 	fs.DurationVar(&tw.TxnTimeout, "transaction-timeout", 0, "transaction.timeout.ms asked of the coordinator (0: franz-go's default, 40s)")
+	fs.DurationVar(&tw.MetadataMinAge, "metadata-min-age", 100*time.Millisecond, "the producers' franz-go MetadataMinAge: how soon a batch answered CONCURRENT_TRANSACTIONS is retried (franz-go's default is 5s)")
 	if err := f.parse(fs, args); err != nil {
 		return err
 	}
@@ -42,6 +43,9 @@ func benchTxn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if f.acks != "all" && f.acks != "-1" {
 		return fmt.Errorf("bench txn: transactions need --acks all, not %q", f.acks)
+	}
+	if tw.MetadataMinAge <= 0 {
+		return errors.New("bench txn: --metadata-min-age must be positive")
 	}
 	tw.Workload = f.workloadOf(false)
 	sum := benchSummary{Mode: "txn", Started: time.Now().UTC(), Command: "weir bench txn " + strings.Join(args, " "),
@@ -78,7 +82,7 @@ func benchTxn(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"messages": res.Messages, "bytes": res.Bytes, "duration_s": secs,
 		"msgs_per_s": float64(res.Messages) / secs, "mb_per_s": float64(res.Bytes) / secs / 1e6,
 		"transactional_id": tw.TransactionalID, "commit_every": tw.CommitEvery, "commit_interval_ms": tw.CommitInterval.Milliseconds(),
-		"abort_ratio": tw.AbortRatio, "committed_txns": res.Committed, "aborted_txns": res.Aborted,
+		"abort_ratio": tw.AbortRatio, "metadata_min_age_ms": tw.MetadataMinAge.Milliseconds(), "committed_txns": res.Committed, "aborted_txns": res.Aborted,
 		"measured_txns": res.MeasuredTxns, "txns_per_s": float64(res.MeasuredTxns) / secs,
 		"generator_cpu_s": cpu,
 	}
