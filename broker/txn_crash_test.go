@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"strconv"
 	"sync"
 	"syscall"
@@ -159,7 +160,6 @@ type crashRun struct {
 	faultDir string
 	rng      *rand.Rand
 	adm      *kadm.Client
-	admRC    *kadm.Client // read_committed ListOffsets: the last stable offset
 	srcID    [16]byte
 	ctx      context.Context
 
@@ -178,7 +178,7 @@ func runTxnCrash(t *testing.T, c *testCluster, kind txnCrashKind, faultDir strin
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second+45*time.Second*time.Duration(cycles))
 	defer cancel()
 	r := &crashRun{t: t, c: c, kind: kind, faultDir: faultDir, rng: rand.New(rand.NewPCG(seed, seed>>1|1)), ctx: ctx,
-		adm: kadm.NewClient(c.client()), admRC: kadm.NewClient(c.client(kgo.FetchIsolationLevel(kgo.ReadCommitted())))}
+		adm: kadm.NewClient(c.client())}
 	rf := int16(len(c.nodes))
 	var cfgs map[string]*string
 	if rf > 1 {
@@ -189,11 +189,15 @@ func runTxnCrash(t *testing.T, c *testCluster, kind txnCrashKind, faultDir strin
 	if rf > 1 {
 		c.waitISR(r.adm, crashTopic, int(rf), 30*time.Second)
 	}
-	md, err := r.adm.Metadata(ctx, crashSrcTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.srcID = md.Topics[crashSrcTopic].ID
+	waitFor(t, 30*time.Second, "the source topic's id", func() (bool, string) {
+		md, err := r.adm.Metadata(ctx, crashSrcTopic)
+		if err != nil {
+			return false, err.Error()
+		}
+		td := md.Topics[crashSrcTopic]
+		r.srcID = td.ID
+		return td.Err == nil && td.ID != [16]byte{}, fmt.Sprint(td.Err)
+	})
 
 	watch := startCrashWatcher(c.addrs())
 	var done []crashCycle
@@ -204,7 +208,7 @@ func runTxnCrash(t *testing.T, c *testCluster, kind txnCrashKind, faultDir strin
 		done = append(done, cy)
 		if cy.killed {
 			kills++
-			points[cy.point]++
+			points[strings.SplitN(cy.point, "+", 2)[0]]++
 		}
 	}
 	watched := watch.stop()
@@ -339,6 +343,7 @@ func (r *crashRun) cycle(cycle int) crashCycle {
 	var id string
 	timeout := crashTxnTimeout
 	if cy.hang {
+		cy.commit = false // never ended: the coordinator aborts it after its timeout
 		id = fmt.Sprintf("crash-%s-hang-%d", r.kind, cycle)
 		timeout = crashHangTimeout
 		cy.id = -1
@@ -474,7 +479,7 @@ func (r *crashRun) cycle(cycle int) crashCycle {
 		r.c.restart(vi)
 	}
 	t.Logf("cycle %d: id %s %s, victim %d, point %s (killed %v): EndTxn %v", cycle, id,
-		map[bool]string{true: "commit", false: "abort"}[cy.commit], victim, cy.point, cy.killed, cy.endErr)
+		map[bool]string{true: "commit", false: "abort"}[cy.commit]+map[bool]string{true: " (abandoned)"}[cy.hang], victim, cy.point, cy.killed, cy.endErr)
 	for i, n := range r.c.nodes { // a point that fired after it was given up
 		if !n.node.Running() {
 			t.Logf("cycle %d: broker %d exited late: restarting it", cycle, n.id)
@@ -557,7 +562,7 @@ func (r *crashRun) commitOffset(p *kgo.Client, id, group string, offset int64) {
 				return
 			}
 		}
-		if i > 100 || (err == nil && !retriable(code) && code != kerr.UnknownTopicOrPartition.Code) {
+		if i > 100 || (err == nil && !retriable(code) && code != kerr.UnknownTopicOrPartition.Code && code != kerr.UnknownTopicID.Code) {
 			t.Fatalf("TxnOffsetCommit: %v %v", err, kerr.ErrorForCode(code))
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -571,7 +576,7 @@ func (r *crashRun) waitStable(since time.Time, within time.Duration, cycle int) 
 	last := ""
 	for {
 		hw, err1 := r.adm.ListEndOffsets(r.ctx, crashTopic)
-		lso, err2 := r.admRC.ListEndOffsets(r.ctx, crashTopic)
+		lso, err2 := r.adm.ListCommittedOffsets(r.ctx, crashTopic)
 		if err1 == nil && err2 == nil {
 			stable, n := true, 0
 			hw.Each(func(o kadm.ListedOffset) {
@@ -589,10 +594,38 @@ func (r *crashRun) waitStable(since time.Time, within time.Duration, cycle int) 
 			last = fmt.Sprintf("%v %v", err1, err2)
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("cycle %d: the last stable offset did not reach the high watermark within %v: %s\n%s", cycle, within, last, tail(r.c.tc.Output(), 60))
+			r.t.Fatalf("cycle %d: the last stable offset did not reach the high watermark within %v: %s\n%s\n%s", cycle, within, last, r.state(), tail(r.c.tc.Output(), 60))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// state describes the data partitions for a failure: high watermark, last stable offset, the
+// producers' open transactions (DescribeProducers) and the transactions of the pool.
+func (r *crashRun) state() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var b strings.Builder
+	hw, err1 := r.adm.ListEndOffsets(ctx, crashTopic)
+	lso, err2 := r.adm.ListCommittedOffsets(ctx, crashTopic)
+	fmt.Fprintf(&b, "high watermarks %v (%v), last stable offsets %v (%v)\n", offsetsOf(hw), err1, offsetsOf(lso), err2)
+	dp, err := r.adm.DescribeProducers(ctx, kadm.TopicsSet{crashTopic: {0: {}, 1: {}, 2: {}}})
+	if err != nil {
+		fmt.Fprintf(&b, "DescribeProducers: %v\n", err)
+	}
+	for _, p := range dp[crashTopic].Partitions.Sorted() {
+		fmt.Fprintf(&b, "partition %d leader %d (%v):", p.Partition, p.Leader, p.Err)
+		for _, pr := range p.ActiveProducers.Sorted() {
+			fmt.Fprintf(&b, " [producer %d epoch %d txn start %d coordinator epoch %d]", pr.ProducerID, pr.ProducerEpoch, pr.CurrentTxnStartOffset, pr.CoordinatorEpoch)
+		}
+		b.WriteString("\n")
+	}
+	ls, err := r.adm.ListTransactions(ctx, nil, nil)
+	fmt.Fprintf(&b, "ListTransactions (%v):", err)
+	ls.Each(func(d kadm.ListedTransaction) {
+		fmt.Fprintf(&b, " %s@%d:%d:%s", d.TxnID, d.Coordinator, d.ProducerID, d.State)
+	})
+	return b.String()
 }
 
 func offsetsOf(l kadm.ListedOffsets) map[int32]int64 {
@@ -676,7 +709,7 @@ func (r *crashRun) verify(cycles []crashCycle, watched map[int32][]string) {
 				t.Fatalf("partition %d: %s (%+v) is missing from read_uncommitted: its produce was acknowledged", p, cy.tag, cy)
 			}
 			if o == outcomeOpen {
-				t.Fatalf("partition %d: %s (%+v) has no marker after it: its transaction never ended", p, cy.tag, cy)
+				t.Fatalf("partition %d: %s (%+v) has no marker after it: its transaction never ended\n%s", p, cy.tag, cy, r.state())
 			}
 			if prev, ok := outcome[cy.tag]; ok && prev != o {
 				t.Fatalf("%s (%+v): committed on some partitions, aborted on others (partition %d: %v)", cy.tag, cy, p, o)
@@ -841,4 +874,68 @@ func (r *crashRun) readUncommitted() map[int32]*crashPartition {
 		}
 	}
 	return out
+}
+
+// TestClusterTxnOpenAcrossFailover: a transaction left open on a partition whose leader is
+// SIGKILLed stays open on the new leader: its last stable offset stays at the transaction's
+// first offset until the coordinator aborts it (transaction timeout), and only then reaches
+// the high watermark.
+func TestClusterTxnOpenAcrossFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process cluster")
+	}
+	c := startCluster(t, 3, crashProps(3))
+	adm := kadm.NewClient(c.client())
+	const topic = "txn-open-failover"
+	createReplicatedTopic(t, adm, topic, 1, 3, map[string]*string{"min.insync.replicas": kmsg.StringPtr("2")})
+	c.waitISR(adm, topic, 3, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	p := c.client(kgo.TransactionalID("open-failover"), kgo.DefaultProduceTopic(topic), kgo.TransactionTimeout(6*time.Second))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, kgo.StringRecord("open")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	opened := time.Now()
+	p.Close() // abandoned
+	ps, err := c.partitions(adm, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := ps[0].Leader
+	c.signal(c.index(old), syscall.SIGKILL)
+	waitFor(t, 30*time.Second, "a new leader", func() (bool, string) {
+		ps, err := c.partitions(adm, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		return ps[0].Leader >= 0 && ps[0].Leader != old, fmt.Sprint(ps[0].Leader)
+	})
+	lsoAt := func() (int64, int64) {
+		hw, err1 := adm.ListEndOffsets(ctx, topic)
+		lso, err2 := adm.ListCommittedOffsets(ctx, topic)
+		if err1 != nil || err2 != nil {
+			return -1, -1
+		}
+		h, _ := hw.Lookup(topic, 0)
+		l, _ := lso.Lookup(topic, 0)
+		if h.Err != nil || l.Err != nil {
+			return -1, -1
+		}
+		return h.Offset, l.Offset
+	}
+	for time.Since(opened) < 4*time.Second {
+		if hw, lso := lsoAt(); hw >= 0 && lso != 0 {
+			dp, _ := adm.DescribeProducers(ctx, kadm.TopicsSet{topic: {0: {}}})
+			t.Fatalf("%v after the transaction opened, on the new leader: last stable offset %d (high watermark %d), want 0 while it is open; producers %+v", time.Since(opened), lso, hw, dp[topic].Partitions[0])
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	waitFor(t, 6*time.Second+crashAbortScan+crashSlack, "the timed-out transaction aborted", func() (bool, string) {
+		hw, lso := lsoAt()
+		return hw > 0 && lso == hw, fmt.Sprintf("hw %d lso %d", hw, lso)
+	})
+	c.restart(c.index(old))
 }
