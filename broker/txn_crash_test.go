@@ -340,20 +340,12 @@ func (r *crashRun) choose(cycle int) (int, int32) {
 func (r *crashRun) cycle(cycle int) crashCycle {
 	t := r.t
 	cy := crashCycle{tag: "c" + strconv.Itoa(cycle), commit: r.rng.IntN(10) < 7, hang: r.rng.IntN(6) == 0}
-	var id string
-	timeout := crashTxnTimeout
-	if cy.hang {
-		cy.commit = false // never ended: the coordinator aborts it after its timeout
-		id = fmt.Sprintf("crash-%s-hang-%d", r.kind, cycle)
-		timeout = crashHangTimeout
-		cy.id = -1
-	}
 	var victim int32
 	cy.id, victim = r.choose(cycle)
-	if cy.hang {
-		cy.id = -1
-	} else {
-		id = r.poolID(cy.id)
+	id, timeout := r.poolID(cy.id), crashTxnTimeout
+	if cy.hang { // an id of its own, never ended: the coordinator aborts it after its timeout
+		cy.commit, cy.id = false, -1
+		id, timeout = fmt.Sprintf("crash-%s-hang-%d", r.kind, cycle), crashHangTimeout
 	}
 	cy.victim = victim
 	p, err := kgo.NewClient(kgo.SeedBrokers(r.c.addrs()...), kgo.MetadataMinAge(100*time.Millisecond),
