@@ -222,7 +222,11 @@ func (s *txnStore) Log(p int32) (txncoord.Log, error) {
 		return nil, fmt.Errorf("%s-%d has no log: %w", txnStateTopic, p, kerr.UnknownTopicOrPartition)
 	}
 	// Kafka appends to __transaction_state with acks=-1: min.insync.replicas applies.
-	return offsetsLog{l: l, b: s.b, minISR: keyMinInsyncReplicas.Topic(s.b.cfg, t.Configs)}, nil
+	ol := offsetsLog{l: l, b: s.b, minISR: keyMinInsyncReplicas.Topic(s.b.cfg, t.Configs)}
+	if s.b.faultDir != "" {
+		return faultTxnLog{ol}, nil // test crash points (faultpoints.go)
+	}
+	return ol, nil
 }
 
 // txnProducerIDs is txncoord.ProducerIDSource over the broker's producer id blocks.
@@ -300,7 +304,14 @@ func (w *txnMarkers) WriteMarkers(ctx context.Context, m txncoord.Marker) []erro
 		}
 		byLeader[leader] = append(byLeader[leader], i)
 	}
+	if len(byLeader) > 0 {
+		b.fault(faultMarkersBefore)
+	}
+	sent := 0
 	for leader, idx := range byLeader {
+		if sent++; sent > 1 {
+			b.fault(faultMarkersBetween)
+		}
 		if leader == b.nodeID {
 			w.writeLocal(ctx, m, idx, errs)
 		} else {
