@@ -6,9 +6,9 @@ PKGS := ./...
 build:
 	$(GO) build -o bin/weir ./cmd/weir
 
-## run: a single broker on 127.0.0.1:9092 with data in ./data
+## run: a single broker on 127.0.0.1:9092 with data in ./data (docs/server.properties: group.initial.rebalance.delay.ms=0, as Kafka's shipped server.properties)
 run: build
-	./bin/weir serve
+	./bin/weir serve --config docs/server.properties
 
 ## test: vet, unit and integration tests (race detector on), the crash test and fuzz seed corpora
 test: lint
@@ -28,10 +28,16 @@ bench-compare:
 cluster:
 	$(GO) build -o bin/weir ./cmd/weir && ./bin/weir dev-cluster -n 3
 
-## bench-vs-kafka: weir against Apache Kafka with `weir bench` (QUICK=1 for 5 s runs; DURATION, WARMUP, REPS; OUT=dir)
+## bench-vs-kafka: weir against Apache Kafka: `weir bench` workloads (transactional ones too), then Kafka's own tools
+##   (ProducerPerformance, ConsumerPerformance, EndToEndLatency); REPS=3 (QUICK=1: one short repetition; TOOLS=0; OUT=dir)
 .PHONY: bench-vs-kafka
-bench-vs-kafka:
-	scripts/bench-vs-kafka.sh $(OUT)
+bench-vs-kafka: build
+	WEIR_BIN="$${WEIR_BIN:-$(CURDIR)/bin/weir}" scripts/bench-vs-kafka.sh $(OUT)
+
+## bench-kafka-tools: only the Kafka tools matrix of bench-vs-kafka (QUICK=1, REPS, MODES, TOOLS_*; OUT=dir)
+.PHONY: bench-kafka-tools
+bench-kafka-tools: build
+	WEIR_BIN="$${WEIR_BIN:-$(CURDIR)/bin/weir}" scripts/bench-kafka-tools.sh $(OUT)
 
 ## bench-cluster: 3-broker weir cluster (RF=3): acks=all produce vs a 3-node Kafka, failover time, follower catch-up (QUICK=1; OUT=dir)
 .PHONY: bench-cluster

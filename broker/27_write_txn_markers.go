@@ -121,10 +121,12 @@ func (b *Broker) appendTxnMarker(t Topic, p int32, producerID int64, producerEpo
 			return pendingMarker{}, fmt.Errorf("%s-%d has fewer in-sync replicas than %d: %w", t.Name, p, minISR, kerr.NotEnoughReplicas)
 		}
 	}
+	b.fault(faultMarkerAppendBefore)
 	info, epoch, err := rep.appendMarkerAsLeader(producerID, producerEpoch, coordinatorEpoch, commit, txnVersion)
 	if err != nil {
 		return pendingMarker{}, err
 	}
+	b.fault(faultMarkerAppendAfter)
 	b.forgetTxnVerification(engine.TopicPartition{Topic: t.Name, Partition: p}, producerID)
 	if t.Name == offsetsTopic && b.groups.coord != nil {
 		b.groups.coord.CompleteTxn(p, producerID, commit, info.LastOffset)

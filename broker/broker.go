@@ -32,6 +32,9 @@ type Broker struct {
 	cfg       *Config
 	nodeID    int32
 	clusterID string
+	// faultDir is WEIR_TEST_FAULT_DIR, read once in New: empty (always, outside crash tests),
+	// every test crash point is inert (faultpoints.go).
+	faultDir string
 
 	logs      *engine.Manager
 	ctl       *controller.Controller // the metadata log (cluster.go)
@@ -99,7 +102,10 @@ func New(cfg *Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, nodeID: cfg.NodeID()}
+	b := &Broker{cfg: cfg, nodeID: cfg.NodeID(), faultDir: os.Getenv(faultDirEnv)}
+	if b.faultDir != "" {
+		slog.Warn("test crash points are armed: "+faultDirEnv+" is set (never set it in production)", "dir", b.faultDir)
+	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, vfs.DirMode); err != nil {
 			return nil, fmt.Errorf("log dir %s: %w", d, err)

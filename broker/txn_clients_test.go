@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,8 +20,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/weir-mq/weir/engine"
-	"github.com/weir-mq/weir/internal/testcluster"
-	"github.com/weir-mq/weir/internal/testcluster/tbcluster"
 	"github.com/weir-mq/weir/record"
 )
 
@@ -384,133 +380,6 @@ func TestTxnJavaMessageCopier(t *testing.T) {
 			t.Fatalf("TransactionsCommand %v: %v\n%s", args, err, tail(string(outp), 30))
 		}
 		t.Logf("kafka-transactions.sh %v:\n%s", args, outp)
-	}
-}
-
-// TestClusterTxnCoordinatorKill: on 3 brokers, the transaction coordinator of an id is
-// SIGKILLed while EndTxn(commit) is in flight or just answered (at several delays: before the
-// markers, between them, after), then restarted. Afterwards every transaction is visible to
-// read_committed whole (all its partitions) or not at all, and a commit the client saw succeed
-// is visible.
-func TestClusterTxnCoordinatorKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process cluster")
-	}
-	txnKillCycles(t, startCluster(t, 3, nil), 3)
-}
-
-// TestTxnSingleBrokerKill: a single `weir serve` (its own metadata quorum) SIGKILLed around
-// EndTxn and restarted: the restarted coordinator completes decided commits from
-// __transaction_state and aborts the undecided ones after their timeout.
-func TestTxnSingleBrokerKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process cluster")
-	}
-	tc := tbcluster.Start(t, testcluster.Config{N: 1, Single: true, Props: map[string]string{"group.initial.rebalance.delay.ms": "0"}})
-	txnKillCycles(t, wrapCluster(t, tc), 1)
-}
-
-// txnKillCycles SIGKILLs the coordinator of a transaction at several delays after its
-// EndTxn(commit), restarts it, and checks read_committed sees every transaction whole or not at
-// all (and every acknowledged commit), with the LSO back at the log end.
-func txnKillCycles(t *testing.T, c *testCluster, rf int16) {
-	adm := kadm.NewClient(c.client())
-	delays := []time.Duration{0, time.Millisecond, 3 * time.Millisecond, 10 * time.Millisecond}
-	if n, err := strconv.Atoi(os.Getenv("WEIR_TXN_KILL_CYCLES")); err == nil && n > 0 { // more cycles, random delays (docs/transactions.md)
-		delays = delays[:0]
-		for range min(n, 500) {
-			delays = append(delays, time.Duration(rand.Int64N(int64(15*time.Millisecond))))
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second+15*time.Second*time.Duration(len(delays)))
-	defer cancel()
-	const topic, parts = "ctxn-kill", 3
-	if _, err := adm.CreateTopic(ctx, parts, rf, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	committed := map[string]bool{}
-	for cycle, delay := range delays {
-		id := "kill-tx-" + strconv.Itoa(cycle)
-		p := c.client(kgo.TransactionalID(id), kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.TransactionTimeout(10*time.Second), kgo.RequestTimeoutOverhead(2*time.Second))
-		if err := p.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		tag := "t" + strconv.Itoa(cycle)
-		for part := int32(0); part < parts; part++ {
-			if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte(tag)}).FirstErr(); err != nil {
-				t.Fatalf("cycle %d produce: %v", cycle, err)
-			}
-		}
-		co, ok := adm.FindTxnCoordinators(ctx, id)[id]
-		if !ok || co.Err != nil {
-			t.Fatalf("coordinator of %s: %+v", id, co)
-		}
-		victim := c.index(co.NodeID)
-		ended := make(chan error, 1)
-		go func() {
-			ectx, ecancel := context.WithTimeout(ctx, 20*time.Second)
-			defer ecancel()
-			ended <- p.EndTransaction(ectx, kgo.TryCommit)
-		}()
-		time.Sleep(delay)
-		c.signal(victim, syscall.SIGKILL)
-		err := <-ended
-		committed[tag] = err == nil
-		t.Logf("cycle %d: coordinator %d killed %v after EndTxn; EndTxn: %v", cycle, co.NodeID, delay, err)
-		p.Close()
-		c.restart(victim)
-	}
-	// Every transaction ends: decided commits complete on the new coordinator, undecided ones are
-	// aborted by the timeout scan (10 s transactions, 10 s scan).
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		least := 0
-		for _, ok := range committed {
-			if ok {
-				least += parts
-			}
-		}
-		got := readCommittedFrom(t, c.addrs(), topic, least)
-		counts := map[string]int{}
-		for _, vs := range got {
-			for _, v := range vs {
-				counts[v]++
-			}
-		}
-		whole := true
-		for cycle := range delays {
-			tag := "t" + strconv.Itoa(cycle)
-			n := counts[tag]
-			if n != 0 && n != parts {
-				whole = false
-			}
-			if committed[tag] && n != parts {
-				whole = false
-			}
-		}
-		lso, err := adm.ListEndOffsets(ctx, topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		committedEnd, err := kadm.NewClient(c.client(kgo.FetchIsolationLevel(kgo.ReadCommitted()))).ListEndOffsets(ctx, topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stable := true
-		lso.Each(func(o kadm.ListedOffset) {
-			if ce, ok := committedEnd.Lookup(topic, o.Partition); !ok || ce.Offset != o.Offset {
-				stable = false
-			}
-		})
-		if whole && stable {
-			t.Logf("read_committed: %v", counts)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the kills: read_committed counts %v (committed %v), LSO at the log end: %v", counts, committed, stable)
-		}
-		time.Sleep(time.Second)
 	}
 }
 

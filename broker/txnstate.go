@@ -257,7 +257,11 @@ func (s *txnStore) Log(p int32) (txncoord.Log, error) {
 		return nil, fmt.Errorf("%s-%d has no log: %w", txnStateTopic, p, kerr.UnknownTopicOrPartition)
 	}
 	// Kafka appends to __transaction_state with acks=-1: min.insync.replicas applies.
-	return offsetsLog{l: l, b: s.b, minISR: keyMinInsyncReplicas.Topic(s.b.cfg, t.Configs)}, nil
+	ol := offsetsLog{l: l, b: s.b, minISR: keyMinInsyncReplicas.Topic(s.b.cfg, t.Configs)}
+	if s.b.faultDir != "" {
+		return faultTxnLog{ol}, nil // test crash points (faultpoints.go)
+	}
+	return ol, nil
 }
 
 // txnProducerIDs is txncoord.ProducerIDSource over the broker's producer id blocks.
@@ -335,23 +339,22 @@ func (w *txnMarkers) WriteMarkers(ctx context.Context, m txncoord.Marker) []erro
 		}
 		byLeader[leader] = append(byLeader[leader], i)
 	}
-	// The brokers are written to concurrently: each remote one through its queue, the local
-	// partitions here.
-	var wg sync.WaitGroup
+	// Per leader in turn (the crash tests' fault points sit between them); the remote markers go
+	// through their broker's queue, where they are batched with other transactions' markers.
+	if len(byLeader) > 0 {
+		b.fault(faultMarkersBefore)
+	}
+	sent := 0
 	for leader, idx := range byLeader {
-		if leader == b.nodeID {
-			continue
+		if sent++; sent > 1 {
+			b.fault(faultMarkersBetween)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.writeRemote(ctx, leader, m, idx, errs) // each goroutine writes its own entries of errs
-		}()
+		if leader == b.nodeID {
+			w.writeLocal(ctx, m, idx, errs)
+		} else {
+			w.writeRemote(ctx, leader, m, idx, errs)
+		}
 	}
-	if idx, ok := byLeader[b.nodeID]; ok {
-		w.writeLocal(ctx, m, idx, errs)
-	}
-	wg.Wait()
 	return errs
 }
 

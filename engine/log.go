@@ -604,17 +604,22 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 // first batch, as Kafka's fetch does), bounded by the high watermark, the last stable offset
 // (ReadCommitted) or the log end. The result
 // holds a segment reference until Slice.Release. A read at the bound returns an empty slice; an
-// offset outside [log start, bound] is OFFSET_OUT_OF_RANGE.
+// offset outside [log start, bound] is OFFSET_OUT_OF_RANGE, except for ReadCommitted, where it
+// is outside [log start, log end] as in Kafka's LocalLog.read (the broker's fetch treats
+// ReadUpToHighWatermark the same way before calling Read).
 func (l *Log) Read(offset int64, maxBytes int64, iso Isolation) (segment.Slice, error) {
 	var boundOffset, boundBase, boundPos int64
 	switch iso {
 	case ReadUpToLogEnd:
 		boundOffset, boundBase, boundPos = l.end.load()
 	case ReadCommitted:
-		// The valid range is the consumers' (up to the high watermark); the records returned
-		// stop at the last stable offset (a read between the two is empty, as in Kafka).
-		if hw := l.HighWatermark(); offset > hw {
-			return segment.Slice{}, fmt.Errorf("offset %d past the high watermark %d of %s: %w", offset, hw, l.dir, kerr.OffsetOutOfRange)
+		// The valid range ends at the log end, not the high watermark: a new leader's high
+		// watermark can lag, for a moment after a failover, offsets consumers already read
+		// from the old leader, and OFFSET_OUT_OF_RANGE would make them reset (re-read from the
+		// start or skip). The records returned stop at the last stable offset (a read past it
+		// is empty, as in Kafka).
+		if end := l.LogEndOffset(); offset > end {
+			return segment.Slice{}, fmt.Errorf("offset %d past the log end %d of %s: %w", offset, end, l.dir, kerr.OffsetOutOfRange)
 		}
 		var err error
 		if boundOffset, boundBase, boundPos, err = l.lastStablePosition(); err != nil {

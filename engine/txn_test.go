@@ -599,3 +599,31 @@ func TestTxnCleanerReadCommittedView(t *testing.T) {
 		l.Close()
 	}
 }
+
+// TestTxnReadCommittedPastHighWatermark: a read_committed read at an offset past the high
+// watermark but not past the log end is empty, not OFFSET_OUT_OF_RANGE, as Kafka's
+// LocalLog.read: after a failover the new leader's high watermark can lag offsets consumers
+// already read from the old leader, and OFFSET_OUT_OF_RANGE made them reset their position
+// (found by the broker's transaction crash test: a read_committed consumer re-read the
+// partition from the start after a leader was killed). Past the log end is still out of range.
+func TestTxnReadCommittedPastHighWatermark(t *testing.T) {
+	l := openTxnLog(t, filepath.Join(t.TempDir(), "t-0"), false)
+	defer l.Close()
+	mustAppend(t, l, offsetBatch(0, 2, 1000)) // 0-1
+	mustAppend(t, l, offsetBatch(0, 3, 1000)) // 2-4
+	l.AdvanceHighWatermark(2)
+	for _, off := range []int64{3, 5} {
+		sl, err := l.Read(off, 1<<20, ReadCommitted)
+		if err != nil || sl.Length != 0 {
+			t.Fatalf("read_committed at %d (high watermark 2, log end 5): %d bytes, %v; want empty", off, sl.Length, err)
+		}
+	}
+	if _, err := l.Read(6, 1<<20, ReadCommitted); !errors.Is(err, kerr.OffsetOutOfRange) {
+		t.Fatalf("read_committed past the log end: %v", err)
+	}
+	sl, err := l.Read(0, 1<<20, ReadCommitted)
+	if err != nil || sl.Length == 0 {
+		t.Fatalf("read_committed from 0: %d bytes, %v", sl.Length, err)
+	}
+	sl.Release()
+}

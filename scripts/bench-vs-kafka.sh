@@ -8,6 +8,15 @@
 #   a  1 KiB x 16 partitions, max rate, acks=1         weir bench produce --workload 1topic-16part-1kb-maxrate
 #   b  1 KiB x 16 partitions, 50k msg/s, acks=all, e2e weir bench e2e     --workload 1topic-16part-1kb-50k
 #   c  100 B x 1 partition, max rate, acks=1           weir bench produce --workload 1topic-1part-100b-maxrate
+#   t  transactions: 1 KiB x 6 partitions, 20k msg/s, committed every 100 ms (as the tools' txn cell)
+#                                                      weir bench txn --partitions 6 --rate 20000 --commit-every 0 --commit-interval 100ms
+#   u  transactions: 1 KiB x 16 partitions, max rate, committed every 1000 records
+#                                                      weir bench txn --partitions 16 --commit-every 1000
+#
+# Then Kafka's own tools against both brokers (scripts/bench-kafka-tools.sh into OUTDIR/tools:
+# ProducerPerformance, transactional ProducerPerformance, ConsumerPerformance, EndToEndLatency,
+# with broker CPU per record and peak RssAnon/RssFile), unless TOOLS=0. weir runs with
+# group.initial.rebalance.delay.ms=0, as Kafka's shipped server.properties (and start.sh) does.
 #
 # Flush policies:
 #   durable    weir's default (every acknowledgement waits for a group-commit fdatasync) against
@@ -24,9 +33,13 @@
 #
 #   DURATION     measured time per run (default 20s; QUICK=1: 5s)
 #   WARMUP       warm-up per run, not measured (default 5s; QUICK=1: 2s)
-#   REPS         repetitions (default 1)
-#   QUICK=1      short runs to try the script out
-#   WORKLOADS    default "a b c"
+#   TXN_WARMUP   warm-up of the transactional workloads t and u (default 10s, QUICK too): a fresh
+#                Kafka creates and loads __transaction_state (50 partitions) on the first
+#                InitProducerId, which took about 6 s here
+#   REPS         repetitions (default 3; QUICK=1: 1), for the tools too
+#   QUICK=1      short runs to try the script out (the tools suite too: few records per cell)
+#   TOOLS=0      leave out Kafka's tools (TOOLS_* and the rest: see scripts/bench-kafka-tools.sh)
+#   WORKLOADS    default "a b c t u"
 #   MODES        default "durable pagecache"
 #   BROKERS      default "weir kafka" (one alone for experiments; the ratios are then left out)
 #   MAX_MESSAGES cap per run, warm-up included (default 50000000)
@@ -52,12 +65,13 @@ KAFKA_ANCHOR="$(cd "$KAFKA_ANCHOR" && pwd)"
 source "$KAFKA_ANCHOR/lib.sh"
 
 if [[ "${QUICK:-0}" == 1 ]]; then
-  DURATION="${DURATION:-5s}"; WARMUP="${WARMUP:-2s}"
+  DURATION="${DURATION:-5s}"; WARMUP="${WARMUP:-2s}"; REPS="${REPS:-1}"
 fi
 DURATION="${DURATION:-20s}"
 WARMUP="${WARMUP:-5s}"
-REPS="${REPS:-1}"
-WORKLOADS="${WORKLOADS:-a b c}"
+TXN_WARMUP="${TXN_WARMUP:-10s}"
+REPS="${REPS:-3}"
+WORKLOADS="${WORKLOADS:-a b c t u}"
 MODES="${MODES:-durable pagecache}"
 BROKERS="${BROKERS:-weir kafka}"
 MAX_MESSAGES="${MAX_MESSAGES:-50000000}"
@@ -72,7 +86,7 @@ secs() { # 20s, 1m, 500ms, 20 -> whole seconds (rounded up)
     *) echo "$v" ;;
   esac
 }
-RUN_TIMEOUT="${RUN_TIMEOUT:-$(( $(secs "$DURATION") + $(secs "$WARMUP") + 90 ))}"
+RUN_TIMEOUT="${RUN_TIMEOUT:-$(( $(secs "$DURATION") + $(secs "$WARMUP") + $(secs "$TXN_WARMUP") + 90 ))}"
 OUT="${1:-$(mktemp -d -t bench-vs-kafka.XXXXXX)}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -88,7 +102,9 @@ workload_args() { # a|b|c -> weir bench arguments
     a) echo "produce --workload 1topic-16part-1kb-maxrate --acks 1" ;;
     b) echo "e2e --workload 1topic-16part-1kb-50k --acks all" ;;
     c) echo "produce --workload 1topic-1part-100b-maxrate --acks 1" ;;
-    *) log "unknown workload $1 (want a, b or c)"; return 1 ;;
+    t) echo "txn --partitions 6 --message-size 1024 --rate 20000 --commit-every 0 --commit-interval 100ms --acks all" ;;
+    u) echo "txn --partitions 16 --message-size 1024 --commit-every 1000 --acks all" ;;
+    *) log "unknown workload $1 (want a, b, c, t or u)"; return 1 ;;
   esac
 }
 workload_name() {
@@ -96,6 +112,8 @@ workload_name() {
     a) echo "a-1kb-16p-maxrate-acks1" ;;
     b) echo "b-1kb-16p-50k-acksall-e2e" ;;
     c) echo "c-100b-1p-maxrate-acks1" ;;
+    t) echo "t-1kb-6p-20k-txn100ms" ;;
+    u) echo "u-1kb-16p-maxrate-txn1000" ;;
   esac
 }
 for wl in $WORKLOADS; do workload_args "$wl" >/dev/null; done
@@ -110,7 +128,8 @@ WEIR_PID=""
 
 start_weir() { # MODE DATADIR
   local mode="$1" dir="$2" args=()
-  args=(serve --log-level warn --set "listeners=PLAINTEXT://127.0.0.1:$WEIR_PORT" --set "log.dirs=$dir/data")
+  args=(serve --log-level warn --set "listeners=PLAINTEXT://127.0.0.1:$WEIR_PORT" --set "log.dirs=$dir/data"
+    --set group.initial.rebalance.delay.ms=0)
   if [[ "$mode" == pagecache ]]; then args+=(--set "log.flush.interval.messages=$PAGECACHE_FLUSH"); fi
   if port_open "$WEIR_PORT"; then log "127.0.0.1:$WEIR_PORT is already in use"; return 1; fi
   mkdir -p "$dir"
@@ -163,7 +182,8 @@ trap 'exit 130' INT TERM
 mkdir -p "$OUT/logs" "$OUT/runs" "$OUT/plots"
 
 run_one() { # REP MODE WORKLOAD BROKER
-  local rep="$1" mode="$2" wl="$3" which="$4" dir bootstrap name out rc=0
+  local rep="$1" mode="$2" wl="$3" which="$4" dir bootstrap name out rc=0 warm="$WARMUP"
+  case "$wl" in t|u) warm="$TXN_WARMUP" ;; esac
   name="$(workload_name "$wl")"
   dir="$BENCH_DIR/$which-$mode-$wl-$rep"
   out="$OUT/runs/$name/$mode/$which-r$rep"
@@ -177,7 +197,7 @@ run_one() { # REP MODE WORKLOAD BROKER
   fi
   # shellcheck disable=SC2046,SC2086
   timeout -k 5 "$RUN_TIMEOUT" "$WEIR_BIN" bench $(workload_args "$wl") --bootstrap "$bootstrap" \
-    --topic "bench-$wl" --duration "$DURATION" --warmup "$WARMUP" --max-messages "$MAX_MESSAGES" \
+    --topic "bench-$wl" --duration "$DURATION" --warmup "$warm" --max-messages "$MAX_MESSAGES" \
     --broker-name "$which" --flush-mode "$mode" --data-dir "$dir" --out "$out" ${BENCH_ARGS:-} \
     >"$OUT/logs/$name-$mode-$which-r$rep.log" 2>&1 || rc=$?
   if (( rc != 0 )); then
@@ -219,7 +239,7 @@ log "runs took $(( $(date +%s) - t0 )) s"
 for wl in $WORKLOADS; do
   name="$(workload_name "$wl")"
   for mode in $MODES; do
-    for kind in publish e2e; do
+    for kind in publish e2e commit; do
       files=(); labels=()
       for which in $BROKERS; do
         for f in "$OUT/runs/$name/$mode/$which"-r*/"$kind.hgrm"; do
@@ -236,5 +256,13 @@ for wl in $WORKLOADS; do
 done
 
 { echo; cat "$OUT/machine.txt"; echo; cat "$OUT/report.md"; echo; echo "plots:"; ls "$OUT/plots/"*.png 2>/dev/null || echo "(none)"; }
+
+# --- Kafka's own tools -----------------------------------------------------------------------
+if [[ "${TOOLS:-1}" != 0 && ( "${REPORT_ONLY:-0}" != 1 || -f "$OUT/tools/results.tsv" ) ]]; then
+  trap - EXIT; cleanup
+  log "Kafka's tools against both brokers (scripts/bench-kafka-tools.sh $OUT/tools)"
+  REPS="$REPS" WEIR_BIN="$WEIR_BIN" BENCH_DIR="$BENCH_DIR/tools" KAFKA_ANCHOR="$KAFKA_ANCHOR" MODES="$MODES" \
+    "$REPO/scripts/bench-kafka-tools.sh" "$OUT/tools" || log "bench-kafka-tools.sh failed"
+fi
 if [[ -n "$KAFKA_FAILED" ]]; then log "Kafka failed to start at least once: $KAFKA_FAILED"; fi
 log "summaries, .hgrm files, logs, report.md and plots in $OUT"

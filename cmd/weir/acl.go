@@ -169,8 +169,6 @@ func aclCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("acl "+sub, flag.ContinueOnError)
 	var cf clientFlags
 	cf.register(fs)
-	var sf securityFlags
-	sf.register(fs)
 	var f aclFlags
 	f.register(fs)
 	rest, err := parseInterspersed(fs, args)
@@ -181,11 +179,7 @@ func aclCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("acl %s: unexpected arguments %q", sub, rest)
 	}
 	run := func(do func(adm *kadm.Client) error) error {
-		opts, err := sf.opts()
-		if err != nil {
-			return err
-		}
-		cl, err := cf.client(opts...)
+		cl, err := cf.client()
 		if err != nil {
 			return err
 		}

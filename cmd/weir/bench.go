@@ -55,11 +55,15 @@ func presetNames() string {
 // benchCmd runs `weir bench produce|e2e|consume|disk|report`.
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("bench: want produce, e2e, consume, disk, report or cluster")
+		return errors.New("bench: want produce, e2e, txn, consume, disk, report, tools-report or cluster")
 	}
 	switch args[0] {
 	case "produce", "e2e":
 		return benchLoad(ctx, args[0], args[1:], stdout, stderr)
+	case "txn":
+		return benchTxn(ctx, args[1:], stdout, stderr)
+	case "tools-report":
+		return benchToolsReport(args[1:], stdout)
 	case "consume":
 		return benchConsume(ctx, args[1:], stdout, stderr)
 	case "disk":
@@ -69,7 +73,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "cluster":
 		return benchClusterCmd(ctx, args[1:], stdout, stderr)
 	}
-	return fmt.Errorf("bench: unknown mode %q (want produce, e2e, consume, disk, report or cluster)", args[0])
+	return fmt.Errorf("bench: unknown mode %q (want produce, e2e, txn, consume, disk, report, tools-report or cluster)", args[0])
 }
 
 type loadFlags struct {

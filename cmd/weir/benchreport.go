@@ -34,6 +34,8 @@ type reportRun struct {
 	mbs      float64
 	failed   int64
 	pub, e2e *latencySummary
+	commit   *latencySummary // txn runs: the EndTxn round trip
+	txnsPerS float64         // txn runs: committed transactions per second
 	sum      benchSummary
 }
 
@@ -44,6 +46,12 @@ type reportResults struct {
 	Failed   int64           `json:"failed"`
 	Publish  *latencySummary `json:"publish"`
 	E2E      *latencySummary `json:"e2e"`
+	// weir bench txn
+	Commit           *latencySummary `json:"commit"`
+	TxnsPerS         float64         `json:"txns_per_s"`
+	CommitEvery      int             `json:"commit_every"`
+	CommitIntervalMs int64           `json:"commit_interval_ms"`
+	AbortRatio       float64         `json:"abort_ratio"`
 }
 
 // benchReport runs `weir bench report [--update FILE] DIR...`: markdown tables of every
@@ -105,7 +113,7 @@ func loadReportRuns(root string) ([]*reportRun, error) {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		switch raw.Mode {
-		case "produce", "e2e", "consume":
+		case "produce", "e2e", "consume", "txn":
 		default:
 			return nil // disk runs have their own tables
 		}
@@ -115,8 +123,11 @@ func loadReportRuns(root string) ([]*reportRun, error) {
 		}
 		rel, _ := filepath.Rel(root, filepath.Dir(path))
 		r := &reportRun{root: root, rel: filepath.ToSlash(rel), sum: raw.benchSummary, msgs: res.MsgsPerS, mbs: res.MBPerS,
-			failed: res.Failed, pub: res.Publish, e2e: res.E2E}
+			failed: res.Failed, pub: res.Publish, e2e: res.E2E, commit: res.Commit, txnsPerS: res.TxnsPerS}
 		r.workload = reportWorkload(raw.Mode, &raw.Workload)
+		if raw.Mode == "txn" {
+			r.workload += txnShape(&res)
+		}
 		r.broker, r.flush = reportBroker(r)
 		runs = append(runs, r)
 		return nil
@@ -149,6 +160,21 @@ func reportWorkload(mode string, w *benchmarks.Workload) string {
 		return name + " consume"
 	}
 	return fmt.Sprintf("%s %s acks=%s", name, mode, w.Acks)
+}
+
+// txnShape names a txn run's transaction shape, so runs are compared only with runs of the same.
+func txnShape(res *reportResults) string {
+	out := ""
+	if res.CommitEvery > 0 {
+		out += fmt.Sprintf(" commit-every=%d", res.CommitEvery)
+	}
+	if res.CommitIntervalMs > 0 {
+		out += fmt.Sprintf(" commit-interval=%dms", res.CommitIntervalMs)
+	}
+	if res.AbortRatio > 0 {
+		out += fmt.Sprintf(" abort=%g", res.AbortRatio)
+	}
+	return out
 }
 
 // reportBroker is the run's broker and flush mode: the --broker-name / --flush-mode labels, else
@@ -309,6 +335,7 @@ func writeReport(w io.Writer, runs []*reportRun) {
 			k.workload, k.flush, len(ws), len(ks), ratioString(med(ws), med(ks)),
 			lat(pub, p50), lat(pub, p99), lat(pub, p999), lat(e2e, p50), lat(e2e, p99), lat(e2e, p999)))
 	}
+	defer writeTxnReport(w, runs)
 	if len(rows) == 0 {
 		return
 	}
@@ -316,6 +343,85 @@ func writeReport(w io.Writer, runs []*reportRun) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| workload | flush | runs weir / Kafka | msgs/s weir/Kafka | publish p50 Kafka/weir | p99 | p99.9 | e2e p50 Kafka/weir | p99 | p99.9 |")
 	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		fmt.Fprintln(w, r)
+	}
+}
+
+// writeTxnReport adds the transactions table of the txn runs (commit latency, transactions/s)
+// and, where weir and Kafka ran the same shape, their ratios.
+func writeTxnReport(w io.Writer, runs []*reportRun) {
+	var txns []*reportRun
+	for _, r := range runs {
+		if r.commit != nil {
+			txns = append(txns, r)
+		}
+	}
+	if len(txns) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nTransactions (`weir bench txn`): committed records/s, committed transactions/s, commit latency (the EndTxn round trip after the records were acknowledged)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| workload | broker | flush | run | msgs/s | txn/s | commit p50 | p99 | p99.9 | max |")
+	fmt.Fprintln(w, "|---|---|---|---|---:|---:|---:|---:|---:|---:|")
+	for _, r := range txns {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.0f | %.1f | %s | %s | %s | %s |\n", r.workload, r.broker, r.flush, r.rel, r.msgs, r.txnsPerS,
+			fmtMs(r.commit, func(l *latencySummary) float64 { return l.P50 }),
+			fmtMs(r.commit, func(l *latencySummary) float64 { return l.P99 }),
+			fmtMs(r.commit, func(l *latencySummary) float64 { return l.P999 }),
+			fmtMs(r.commit, func(l *latencySummary) float64 { return l.Max }))
+	}
+	type key struct{ root, workload, flush string }
+	groups := map[key]map[string][]*reportRun{}
+	var keys []key
+	for _, r := range txns {
+		k := key{r.root, r.workload, r.flush}
+		if groups[k] == nil {
+			groups[k] = map[string][]*reportRun{}
+			keys = append(keys, k)
+		}
+		groups[k][r.broker] = append(groups[k][r.broker], r)
+	}
+	med := func(rs []*reportRun, v func(*reportRun) float64) float64 {
+		var xs []float64
+		for _, r := range rs {
+			if x := v(r); !math.IsNaN(x) {
+				xs = append(xs, x)
+			}
+		}
+		return median(xs)
+	}
+	var rows []string
+	for _, k := range keys {
+		ws, ks := groups[k]["weir"], groups[k]["kafka"]
+		if len(ws) == 0 || len(ks) == 0 {
+			continue
+		}
+		msgs := func(r *reportRun) float64 { return r.msgs }
+		tps := func(r *reportRun) float64 { return r.txnsPerS }
+		// A run with no measured commit has no commit latency (not 0).
+		commitQ := func(q func(*latencySummary) float64) func(*reportRun) float64 {
+			return func(r *reportRun) float64 {
+				if r.commit.Count == 0 {
+					return math.NaN()
+				}
+				return q(r.commit)
+			}
+		}
+		c50 := commitQ(func(l *latencySummary) float64 { return l.P50 })
+		c99 := commitQ(func(l *latencySummary) float64 { return l.P99 })
+		c999 := commitQ(func(l *latencySummary) float64 { return l.P999 })
+		rows = append(rows, fmt.Sprintf("| %s | %s | %d / %d | %s | %s | %s | %s | %s |", k.workload, k.flush, len(ws), len(ks),
+			ratioString(med(ws, msgs), med(ks, msgs)), ratioString(med(ws, tps), med(ks, tps)),
+			ratioString(med(ks, c50), med(ws, c50)), ratioString(med(ks, c99), med(ws, c99)), ratioString(med(ks, c999), med(ws, c999))))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nTransactions, weir against Kafka (throughput weir / Kafka, commit latency Kafka / weir; medians over runs)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| workload | flush | runs weir / Kafka | msgs/s weir/Kafka | txn/s weir/Kafka | commit p50 Kafka/weir | p99 | p99.9 |")
+	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		fmt.Fprintln(w, r)
 	}

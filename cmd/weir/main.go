@@ -9,7 +9,7 @@
 //	weir dev-cluster [-n 3] [--dir ./data-cluster] [--base-port 9092] [--controller-base-port 19093] [--set key=value ...]
 //	weir cluster info [--bootstrap host:port]
 //	weir user create|delete|list [NAME] [--password P] [--mechanism M] [--sasl-mechanism M --sasl-user U --tls ...]
-//	weir bench produce|e2e|consume|disk|report [--workload 1topic-16part-1kb-50k] [--out DIR] [flags]
+//	weir bench produce|e2e|txn|consume|disk|report|tools-report [--workload 1topic-16part-1kb-50k] [--out DIR] [flags]
 //	weir hist show X.hgrm | weir hist compare A.hgrm B.hgrm [--plot out.png|out.svg]
 //	weir config docs
 //	weir acl add|list|remove [--allow|--deny] [--principal User:P] [--operation OP] [--topic T|--group G|--cluster] [--prefixed]
@@ -96,10 +96,15 @@ commands:
   txn      transactions: weir txn list [--state Ongoing]; weir txn describe ID; weir txn abort --topic T --partition P --start-offset O
   user     SCRAM users (SASL): weir user create NAME --password P; weir user delete NAME; weir user list
   acl      ACLs (authorizer on): weir acl add --allow --principal User:alice --operation READ --topic T [--prefixed]; weir acl list; weir acl remove --principal User:alice
-  bench    load generator: weir bench produce|e2e|consume [--workload 1topic-16part-1kb-50k] [--out DIR]; weir bench disk --dir D; weir bench report [--update docs/benchmarks.md] DIR...; weir bench cluster failover|catchup --dir D
+  bench    load generator: weir bench produce|e2e|consume [--workload 1topic-16part-1kb-50k] [--out DIR];
+           weir bench txn [--commit-every 1000] [--commit-interval 100ms] [--abort-ratio 0.1] (transactional producers, commit latency); weir bench disk --dir D; weir bench report [--update docs/benchmarks.md] DIR...; weir bench cluster failover|catchup --dir D
   config   configuration reference: weir config docs (Markdown: every key, default, meaning; docs/configuration.md)
   hist     latency histograms: weir hist show x.hgrm; weir hist compare a.hgrm b.hgrm [--plot out.png|out.svg]
 
 Client commands take --bootstrap host:port (default 127.0.0.1:9092); 'weir <command> -h' lists flags.
+Secured listeners (SSL, SASL_PLAINTEXT, SASL_SSL), with every client command:
+  --tls [--tls-ca ca.pem] [--tls-cert client.pem --tls-key client.key] [--tls-server-name NAME]
+  --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 --sasl-user U
+  [--sasl-password P | --sasl-password-file F | $WEIR_SASL_PASSWORD]
 `)
 }

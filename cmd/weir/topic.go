@@ -18,16 +18,21 @@ import (
 
 const defaultBootstrap = "127.0.0.1:9092"
 
-// clientFlags are the flags every client subcommand takes.
+// clientFlags are the flags every client subcommand takes: --bootstrap and the TLS and SASL
+// flags of securityFlags, so every command that talks to a broker reaches secured listeners the
+// same way.
 type clientFlags struct {
 	bootstrap string
+	security  securityFlags
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.bootstrap, "bootstrap", defaultBootstrap, "broker addresses to bootstrap from, comma-separated")
+	c.security.register(fs)
 }
 
-// client returns a franz-go client on the bootstrap brokers.
+// client returns a franz-go client on the bootstrap brokers, with the TLS and SASL options the
+// flags ask for before opts.
 func (c *clientFlags) client(opts ...kgo.Opt) (*kgo.Client, error) {
 	var seeds []string
 	for _, s := range strings.Split(c.bootstrap, ",") {
@@ -38,7 +43,12 @@ func (c *clientFlags) client(opts ...kgo.Opt) (*kgo.Client, error) {
 	if len(seeds) == 0 {
 		return nil, errors.New("--bootstrap is empty")
 	}
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
+	sec, err := c.security.opts()
+	if err != nil {
+		return nil, err
+	}
+	all := append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, sec...)
+	return kgo.NewClient(append(all, opts...)...)
 }
 
 // parseInterspersed parses fs's flags wherever they appear among args (so both

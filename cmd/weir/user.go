@@ -7,8 +7,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,10 +16,6 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 const userUsage = `usage:
@@ -30,75 +24,9 @@ const userUsage = `usage:
   weir user list
 flags of every subcommand: --bootstrap host:port, and to reach a secured listener
   --tls [--tls-ca ca.pem] [--tls-cert client.pem --tls-key client.key]
-  --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 --sasl-user U --sasl-password P
+  --sasl-mechanism PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 --sasl-user U
+  [--sasl-password P | --sasl-password-file F | $WEIR_SASL_PASSWORD]
 `
-
-// securityFlags are a client's TLS and SASL flags (any client command can register them).
-type securityFlags struct {
-	tls                bool
-	tlsCA, tlsCert     string
-	tlsKey             string
-	saslMechanism      string
-	saslUser, saslPass string
-}
-
-func (s *securityFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&s.tls, "tls", false, "connect with TLS (SSL or SASL_SSL listeners)")
-	fs.StringVar(&s.tlsCA, "tls-ca", "", "PEM file of the CA that signed the broker's certificate (default: the system's roots); implies --tls")
-	fs.StringVar(&s.tlsCert, "tls-cert", "", "PEM client certificate for mutual TLS; implies --tls")
-	fs.StringVar(&s.tlsKey, "tls-key", "", "PEM key of --tls-cert")
-	fs.StringVar(&s.saslMechanism, "sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (SASL_PLAINTEXT or SASL_SSL listeners)")
-	fs.StringVar(&s.saslUser, "sasl-user", "", "SASL user name")
-	fs.StringVar(&s.saslPass, "sasl-password", "", "SASL password (default: $WEIR_SASL_PASSWORD)")
-}
-
-// opts returns the franz-go options the flags ask for.
-func (s *securityFlags) opts() ([]kgo.Opt, error) {
-	var opts []kgo.Opt
-	if s.tls || s.tlsCA != "" || s.tlsCert != "" {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
-		if s.tlsCA != "" {
-			pem, err := os.ReadFile(s.tlsCA)
-			if err != nil {
-				return nil, fmt.Errorf("--tls-ca: %w", err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--tls-ca %s: no PEM certificate in it", s.tlsCA)
-			}
-		}
-		if s.tlsCert != "" || s.tlsKey != "" {
-			cert, err := tls.LoadX509KeyPair(s.tlsCert, s.tlsKey)
-			if err != nil {
-				return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
-	}
-	if s.saslMechanism == "" {
-		if s.saslUser != "" {
-			return nil, errors.New("--sasl-user needs --sasl-mechanism")
-		}
-		return opts, nil
-	}
-	pass := s.saslPass
-	if pass == "" {
-		pass = os.Getenv("WEIR_SASL_PASSWORD")
-	}
-	var m sasl.Mechanism
-	switch strings.ToUpper(s.saslMechanism) {
-	case "PLAIN":
-		m = plain.Auth{User: s.saslUser, Pass: pass}.AsMechanism()
-	case "SCRAM-SHA-256":
-		m = scram.Auth{User: s.saslUser, Pass: pass}.AsSha256Mechanism()
-	case "SCRAM-SHA-512":
-		m = scram.Auth{User: s.saslUser, Pass: pass}.AsSha512Mechanism()
-	default:
-		return nil, fmt.Errorf("--sasl-mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.saslMechanism)
-	}
-	return append(opts, kgo.SASL(m)), nil
-}
 
 func parseScramMechanism(s string) (kadm.ScramMechanism, error) {
 	switch strings.ToUpper(strings.TrimSpace(s)) {
@@ -118,8 +46,6 @@ func userCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("user "+sub, flag.ContinueOnError)
 	var cf clientFlags
 	cf.register(fs)
-	var sf securityFlags
-	sf.register(fs)
 	password := fs.String("password", "", "create: the user's password (default: $WEIR_USER_PASSWORD)")
 	mechanism := fs.String("mechanism", "", "create: SCRAM mechanisms, comma-separated (default SCRAM-SHA-256,SCRAM-SHA-512); delete: the one to delete (default: all)")
 	iterations := fs.Int("iterations", 8192, "create: SCRAM iterations (4096 to 16384)")
@@ -135,11 +61,7 @@ func userCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts, err := sf.opts()
-	if err != nil {
-		return err
-	}
-	cl, err := cf.client(opts...)
+	cl, err := cf.client()
 	if err != nil {
 		return err
 	}

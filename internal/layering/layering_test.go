@@ -32,6 +32,8 @@ var layers = map[string]int{
 	"broker": 5, "benchmarks": 5,
 	// 6: commands.
 	"cmd/weir": 6, "benchmarks/cmd/clusterbench": 6, "scripts/redteam": 6,
+	// 6: client suites whose tests start brokers (no code of their own).
+	"clients/rdkafka": 6,
 }
 
 // glueRank is broker's: packages below it may import only ranked packages, so a package added
