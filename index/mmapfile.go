@@ -34,6 +34,12 @@ var (
 // maximum size and mapped read-write once at open, and the atomically published entry count.
 // It owns opening, growing, trimming, syncing, renaming and closing; the entry layouts and the
 // ordering rules live in offset.go and time.go.
+//
+// It holds no file descriptor: the descriptor is closed as soon as the file is mapped (a mapping
+// outlives its descriptor), as Kafka's AbstractIndex does, so an index costs one mapping and no
+// descriptor. The rare operations that need one (growing or trimming the file, fdatasync) open the
+// file by its current path for the call and check that it is still the file that was mapped (same
+// device and inode); a file that was unlinked meanwhile is not touched (see withFile).
 type mappedFile struct {
 	kind       string // "offset index" or "time index", for messages
 	entrySize  int
@@ -58,9 +64,13 @@ type mappedFile struct {
 	// renaming and closing. The segment already allows one appender at a time; mu makes the
 	// appender safe against a concurrent roll (trim) or rename too.
 	mu   sync.Mutex
-	file *os.File // guarded by mu and life (nil after Close)
-	fd   int
+	fsys vfs.FS
 	path string // guarded by mu
+	// dev and ino identify the mapped file; withFile refuses a file at path that is another one.
+	dev, ino uint64
+	// gone is set by Unlinked: the file was removed, so nothing is done to whatever has its name
+	// now. Guarded by mu.
+	gone bool
 	// fileBytes is the file's current length. It equals len(mapping) after open (unless the file
 	// was already longer) and after any append, and entries*entrySize after a trim.
 	// Invariant: fileBytes >= entries*entrySize. Guarded by mu.
@@ -88,8 +98,9 @@ func (m *mappedFile) open(fsys vfs.FS, kind, path string, baseOffset int64, maxI
 	if err != nil {
 		return fail(err)
 	}
+	mapped := false
 	defer func() {
-		if err != nil {
+		if !mapped {
 			f.Close()
 		}
 	}()
@@ -116,7 +127,18 @@ func (m *mappedFile) open(fsys vfs.FS, kind, path string, baseOffset int64, maxI
 	if err != nil {
 		return fail(err)
 	}
-	m.file, m.fd, m.mapping = f, int(f.Fd()), mapping
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		_ = mapping.Unmap()
+		return fail(err)
+	}
+	// The mapping outlives the descriptor: close it now (see mappedFile).
+	mapped = true
+	if err := f.Close(); err != nil {
+		_ = mapping.Unmap()
+		return fail(err)
+	}
+	m.fsys, m.mapping, m.dev, m.ino = fsys, mapping, uint64(st.Dev), uint64(st.Ino)
 	m.maxEntries = int(mapBytes / size)
 	m.openedBytes, m.misaligned = lengthBytes, lengthBytes%size != 0
 	m.entries.Store(int64(writtenEntries(mapping, int(lengthBytes/size), entrySize)))
@@ -208,7 +230,7 @@ func (m *mappedFile) nextSlotLocked() (int, error) {
 // mapped page past the end of the file would be lost or fault. The caller holds mu.
 func (m *mappedFile) coverSlotLocked() error {
 	if m.fileBytes < int64(len(m.mapping)) {
-		if err := m.file.Truncate(int64(len(m.mapping))); err != nil {
+		if err := m.withFileLocked(true, func(f *os.File) error { return f.Truncate(int64(len(m.mapping))) }); err != nil {
 			return m.errorfLocked(err, "grow after trim")
 		}
 		m.fileBytes = int64(len(m.mapping))
@@ -265,10 +287,66 @@ func (m *mappedFile) Flush() error {
 			return m.errorf(err, "msync")
 		}
 	}
-	if err := unix.Fdatasync(m.fd); err != nil {
+	// The path is read under mu, the sync runs without it (appends are not blocked by the I/O).
+	m.mu.Lock()
+	path, gone := m.path, m.gone
+	m.mu.Unlock()
+	if err := m.withFile(path, gone, false, func(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }); err != nil {
 		return m.errorf(err, "fdatasync")
 	}
 	return nil
+}
+
+// errFileReplaced: the index's path names another file than the one mapped.
+var errFileReplaced = errors.New("file at the path is not the mapped one")
+
+// withFileLocked opens the mapped file by its current path for one call of fn (growing, trimming
+// or syncing it). When the file was removed (Unlinked, or not found), nothing is done: there is
+// nothing left to grow, trim or make durable, unless must is set (an append needs the file to
+// cover its slot), which fails. A file at the path that is not the mapped one (another index
+// created under the same name) is never touched. The caller holds mu.
+func (m *mappedFile) withFileLocked(must bool, fn func(*os.File) error) error {
+	return m.withFile(m.path, m.gone, must, fn)
+}
+
+// withFile is withFileLocked for a path and gone flag read under mu.
+func (m *mappedFile) withFile(path string, gone, must bool, fn func(*os.File) error) error {
+	if gone {
+		if must {
+			return fs.ErrNotExist
+		}
+		return nil
+	}
+	f, err := vfs.OpenRaw(m.fsys, path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) && !must {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	if uint64(st.Dev) != m.dev || uint64(st.Ino) != m.ino {
+		if must {
+			return errFileReplaced
+		}
+		return nil
+	}
+	if err := fn(f); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// Unlinked records that the index file was removed (the segment deleted its files): later trims
+// and syncs do nothing, and nothing is ever done to a file created under the same name.
+func (m *mappedFile) Unlinked() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.gone = true
 }
 
 // errorf is errorfLocked for callers that do not hold mu.
@@ -300,7 +378,7 @@ func (m *mappedFile) trimLocked() error {
 	if m.fileBytes == valid {
 		return nil
 	}
-	if err := m.file.Truncate(valid); err != nil {
+	if err := m.withFileLocked(false, func(f *os.File) error { return f.Truncate(valid) }); err != nil {
 		return m.errorfLocked(err, "trim to %d bytes", valid)
 	}
 	m.fileBytes = valid
@@ -320,20 +398,18 @@ func (m *mappedFile) Close() error {
 	m.closed = true
 	errTrim := m.trimLocked()
 	m.entries.Store(0)
-	var errUnmap, errClose error
+	var errUnmap error
 	if err := m.mapping.Unmap(); err != nil {
 		errUnmap = m.errorfLocked(err, "unmap")
 	}
-	if err := m.file.Close(); err != nil {
-		errClose = m.errorfLocked(err, "close")
-	}
-	m.mapping, m.file = nil, nil
-	return errors.Join(errTrim, errUnmap, errClose)
+	m.mapping = nil
+	return errors.Join(errTrim, errUnmap)
 }
 
 // Delete closes the index and removes its file. A file that is already gone is not an error.
 func (m *mappedFile) Delete() error {
 	errClose := m.Close()
+	m.Unlinked()
 	path := m.Path()
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return errors.Join(errClose, fmt.Errorf("delete %s %s: %w", m.kind, path, err))
@@ -342,7 +418,7 @@ func (m *mappedFile) Delete() error {
 }
 
 // Rename moves the index file to newPath (when segments are swapped or marked for deletion). The
-// mapping and the descriptor stay valid; it may be called on a closed index.
+// mapping stays valid and later trims and syncs use the new path; it may be called on a closed index.
 func (m *mappedFile) Rename(newPath string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -34,8 +34,9 @@
 // goes. Delete unlinks at once; RenameDeleted renames the files <name>.deleted for the caller to
 // remove later (file.delete.delay.ms); either way open descriptors stay valid.
 //
-// Resources: an open segment holds DescriptorsPerSegment (3) descriptors and
-// IndexMappingsPerSegment (2) mappings, plus its read mapping once made; Usage reports what the
+// Resources: an open segment holds DescriptorsPerSegment (1, the .log: index descriptors are
+// closed once mapped, as Kafka's) descriptors and IndexMappingsPerSegment (2) mappings, plus its
+// read mapping once made; Usage reports what the
 // process's segments hold (the engine's budget checks it), and SetReadMappingLimit makes reads use
 // pread rather than map past a limit. A segment being created that cannot be completed (no
 // descriptor or mapping left) is closed and its files removed, so the create can be retried. Files

@@ -272,6 +272,10 @@ func (s *Segment) Delete() error {
 			firstErr = fmt.Errorf("delete segment file %s: %w", p, err)
 		}
 	}
+	// The indexes hold no descriptor: nothing may be trimmed by name from now on (a new segment
+	// may take the names).
+	s.offsetIndex.Unlinked()
+	s.timeIndex.Unlinked()
 	s.Release()
 	return firstErr
 }

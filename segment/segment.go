@@ -77,12 +77,13 @@ func ParseFileName(name, suffix string) (int64, bool) {
 }
 
 // Process-wide resource use of open segments, for the engine's descriptor and mapping budget
-// (engine/budget.go): each open segment holds DescriptorsPerSegment descriptors (.log, .index,
-// .timeindex) and IndexMappingsPerSegment mappings (the two indexes) for as long as it is open,
-// plus at most one read-only mapping of the .log made on first read (more only briefly, while a
-// reader still holds a replaced one).
+// (engine/budget.go): each open segment holds DescriptorsPerSegment descriptors (the .log; the
+// indexes close theirs once mapped, as Kafka's do, and the .txnindex is opened per use) and
+// IndexMappingsPerSegment mappings (the two indexes) for as long as it is open, plus at most one
+// read-only mapping of the .log made on first read (more only briefly, while a reader still holds
+// a replaced one).
 const (
-	DescriptorsPerSegment   = 3
+	DescriptorsPerSegment   = 1
 	IndexMappingsPerSegment = 2
 )
 
