@@ -9,7 +9,7 @@
 //	int64 timestamp (max timestamp seen so far in the segment) | int32 relativeOffset
 //
 // Files are preallocated to log.index.size.max.bytes (rounded down to a whole entry, at least one)
-// and mmap'd read-write with github.com/edsrzf/mmap-go, opened (0600) and mapped through vfs.OpenRaw
+// and mmap'd read-write (MADV_RANDOM: no read-around on a fault) with github.com/edsrzf/mmap-go, opened (0600) and mapped through vfs.OpenRaw
 // and vfs.Map so tests can inject EMFILE or ENOMEM. The descriptor is closed once the file is
 // mapped (as Kafka's indexes do): an open index holds one mapping and no descriptor. Growing,
 // trimming and fdatasync open the file by its current path for the call, and act only on the file
