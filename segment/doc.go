@@ -17,7 +17,9 @@
 // retires the mapping and the next read maps again. Reads use pread instead when ActiveMapBytes
 // is 0 (active segment), past the end of the mapping, when the read-mapping limit is reached, or
 // when mapping fails. Reads through a mapping are fault-protected (a truncation racing a read
-// yields an error, never a SIGBUS crash).
+// yields an error, never a SIGBUS crash). The mapping's pages are kept out of the process's RSS
+// unless a read needs them: every MiB appended, the appender releases (MADV_DONTNEED) the pages of
+// the active mapping below the last 256 KiB, and a retired mapping's pages are released at once.
 //
 // Recover walks every batch from position 0, checks length, magic, CRC32C and offset order,
 // truncates the file at the first bad or torn batch and rebuilds both indexes; RecoverTail also

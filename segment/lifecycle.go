@@ -10,6 +10,7 @@ import (
 
 	"github.com/edsrzf/mmap-go"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"golang.org/x/sys/unix"
 
 	"github.com/weir-mq/weir/index"
 	"github.com/weir-mq/weir/record"
@@ -90,6 +91,8 @@ func (s *Segment) retireMapping() {
 	s.mapOnce.Lock()
 	defer s.mapOnce.Unlock()
 	if m := s.mapping.Swap(nil); m != nil {
+		// Its pages leave the process's RSS now (a reader still inside faults back what it reads).
+		_ = unix.Madvise(*m, unix.MADV_DONTNEED)
 		s.retired = append(s.retired, *m)
 	}
 }
@@ -164,6 +167,7 @@ func (s *Segment) RecoverTail() (res RecoverResult, err error) {
 	s.firstBatchTimestamp = record.NoTimestamp
 	s.firstBatchMaxTs.Store(firstTsUnknown)
 	s.bytesSinceLastIndexEntry = 0
+	s.residentCheckedAt = 0
 
 	var m mmap.MMap
 	if fileSize > 0 {
@@ -223,6 +227,7 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 		return s.nextOffset.Load(), nil
 	}
 	s.size.Store(pos)
+	s.residentCheckedAt = pos
 	s.firstBatchMaxTs.Store(firstTsUnknown)
 	s.preallocated.Store(false) // the truncation drops the preallocated end too
 	if err := s.log.Truncate(pos); err != nil {

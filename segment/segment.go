@@ -131,6 +131,7 @@ type Segment struct {
 
 	// Append state, owned by the appender.
 	bytesSinceLastIndexEntry int
+	residentCheckedAt        int64 // size at the last dropResident
 	offsetOfMaxTimestamp     int64
 	firstBatchTimestamp      int64 // max timestamp of the first batch, for time-based roll
 	created                  time.Time
@@ -312,7 +313,39 @@ func (s *Segment) Append(batch []byte, h *record.Header) (int64, error) {
 	}
 	s.size.Store(pos + int64(len(batch)))
 	s.nextOffset.Store(h.NextOffset())
+	if end := pos + int64(len(batch)); end >= s.residentCheckedAt+residentDropBytes {
+		s.dropResident(end)
+	}
 	return pos, nil
+}
+
+// Keeping the read mapping's pages out of the process's RSS. Reads through the active segment's
+// mapping (offset translation for fetches and for the high watermark) fault in the page of each
+// header they read, and the kernel maps the cached pages around it too (fault-around, 64 KiB), so
+// without this the whole active segment ends up counted in the process's RSS as it is written,
+// although no read needs it after the tail moved on. Each time residentDropBytes more were
+// appended, the appender releases the mapping's pages below the last residentKeepBytes
+// (MADV_DONTNEED: for a shared file mapping it only removes the page table entries; the pages stay
+// in the page cache and a later read faults them back in, so readers running alongside are not
+// affected). One madvise call per MiB appended.
+const (
+	residentDropBytes = 1 << 20
+	residentKeepBytes = 256 << 10
+)
+
+// dropResident releases the read mapping's pages below end-residentKeepBytes. Called by the
+// appender.
+func (s *Segment) dropResident(end int64) {
+	s.residentCheckedAt = end
+	m := s.mapping.Load()
+	if m == nil {
+		return
+	}
+	to := (end - residentKeepBytes) &^ int64(os.Getpagesize()-1)
+	if to <= 0 || to > int64(len(*m)) {
+		return
+	}
+	_ = unix.Madvise((*m)[:to], unix.MADV_DONTNEED)
 }
 
 // indexBatch updates the timestamp state and the indexes for a batch at pos, as Kafka's
