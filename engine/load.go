@@ -309,7 +309,14 @@ func (l *Log) loadSegments(segs []*segment.Segment, o OpenOptions) ([]*segment.S
 		if !needRecovery {
 			continue
 		}
-		res, err := s.RecoverTail()
+		// Past a crash, the batches wholly below the recovery point were flushed: their CRC is
+		// not checked again (RecoverTailFrom). A segment recovered because its index failed the
+		// sanity check is checked whole.
+		from := s.BaseOffset()
+		if !o.CleanShutdown && i >= firstUnflushed {
+			from = max(o.RecoveryPoint, from)
+		}
+		res, err := s.RecoverTailFrom(from)
 		if err != nil {
 			return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)
 		}
@@ -322,8 +329,13 @@ func (l *Log) loadSegments(segs []*segment.Segment, o OpenOptions) ([]*segment.S
 		if l.rebuildTxnFrom < 0 {
 			l.rebuildTxnFrom = s.BaseOffset()
 		}
-		if err := s.Sync(); err != nil {
-			return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)
+		// What recovery kept becomes durable before the recovery point passes it. A segment that
+		// holds only flushed bytes and lost nothing has nothing to make durable: an idle log is
+		// not synced again (one fdatasync per partition at every restart after a crash).
+		if res.Checked > 0 || res.Truncated > 0 {
+			if err := s.Sync(); err != nil {
+				return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)
+			}
 		}
 		truncated := res.Truncated
 		if res.ZeroTail {

@@ -23,7 +23,9 @@
 //
 // Recover walks every batch from position 0, checks length, magic, CRC32C and offset order,
 // truncates the file at the first bad or torn batch and rebuilds both indexes; RecoverTail also
-// says whether what it cut was only zeros.
+// says whether what it cut was only zeros. RecoverTailFrom(recovery point) checks only the headers
+// of the batches wholly below the recovery point (flushed before it was checkpointed) and the CRC
+// of the rest.
 //
 // Preallocation (preallocate.go, Config.PreallocateBytes): a new .log is made segment.bytes long
 // (fallocate, else ftruncate) and trimmed to its logical size at roll (MarkInactive) and close;
