@@ -28,7 +28,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -439,7 +438,7 @@ func (l *Log) lastBatchEpoch() (int32, bool, error) {
 		if s.Size() == 0 {
 			continue
 		}
-		_, start := s.OffsetIndex().Lookup(math.MaxInt64)
+		start := s.LastIndexedPosition()
 		var last record.Header
 		found := false
 		for pos := start; ; {

@@ -87,14 +87,22 @@ type mappedFile struct {
 // open opens or creates path, grows it to the index's maximum size and maps it. Existing entries
 // are counted from the file's length; trailing all-zero entries, the unwritten preallocation of a
 // file that was never trimmed, are not counted (see writtenEntries).
-func (m *mappedFile) open(fsys vfs.FS, kind, path string, baseOffset int64, maxIndexBytes, entrySize int) (err error) {
+//
+// With sealed (the index of an inactive segment, opened on first use) the file must exist and is
+// mapped at its length, rounded down to whole entries, without growing it: the index is full and
+// takes no append. An empty file is not mapped at all.
+func (m *mappedFile) open(fsys vfs.FS, kind, path string, baseOffset int64, maxIndexBytes, entrySize int, sealed bool) (err error) {
 	if fsys == nil {
 		fsys = vfs.OS
 	}
 	m.kind, m.path, m.baseOffset, m.entrySize = kind, path, baseOffset, entrySize
 	fail := func(err error) error { return fmt.Errorf("open %s %s: %w", kind, path, err) }
 
-	f, err := vfs.OpenRaw(fsys, path, os.O_RDWR|os.O_CREATE, vfs.FileMode)
+	flag := os.O_RDWR | os.O_CREATE
+	if sealed {
+		flag = os.O_RDWR
+	}
+	f, err := vfs.OpenRaw(fsys, path, flag, vfs.FileMode)
 	if err != nil {
 		return fail(err)
 	}
@@ -115,6 +123,9 @@ func (m *mappedFile) open(fsys vfs.FS, kind, path string, baseOffset int64, maxI
 	// A file already longer than that (the maximum was lowered since it was written) is mapped
 	// whole so none of its entries is lost; it is then full and the segment rolls.
 	mapBytes := max(int64(maxIndexBytes)/size*size, size, lengthBytes/size*size)
+	if sealed {
+		mapBytes = lengthBytes / size * size
+	}
 	if lengthBytes < mapBytes {
 		if err := f.Truncate(mapBytes); err != nil {
 			return fail(err)
@@ -123,9 +134,11 @@ func (m *mappedFile) open(fsys vfs.FS, kind, path string, baseOffset int64, maxI
 	} else {
 		m.fileBytes = lengthBytes
 	}
-	mapping, err := vfs.Map(fsys, f, int(mapBytes), true)
-	if err != nil {
-		return fail(err)
+	var mapping mmap.MMap
+	if mapBytes > 0 {
+		if mapping, err = vfs.Map(fsys, f, int(mapBytes), true); err != nil {
+			return fail(err)
+		}
 	}
 	// Lookups are binary searches: random access. Without MADV_RANDOM each fault reads around it
 	// (read_ahead_kb, 8 MiB on some disks), so the probes of writtenEntries over an untrimmed
@@ -184,6 +197,10 @@ func writtenEntries(buf []byte, n, entrySize int) int {
 	}
 	return lo
 }
+
+// Mapped reports whether the index holds a mapping (an index opened sealed on an empty file does
+// not).
+func (m *mappedFile) Mapped() bool { return len(m.mapping) > 0 }
 
 // BaseOffset returns the offset of the segment the index belongs to; entries store offsets relative
 // to it.
@@ -404,8 +421,10 @@ func (m *mappedFile) Close() error {
 	errTrim := m.trimLocked()
 	m.entries.Store(0)
 	var errUnmap error
-	if err := m.mapping.Unmap(); err != nil {
-		errUnmap = m.errorfLocked(err, "unmap")
+	if len(m.mapping) > 0 {
+		if err := m.mapping.Unmap(); err != nil {
+			errUnmap = m.errorfLocked(err, "unmap")
+		}
 	}
 	m.mapping = nil
 	return errors.Join(errTrim, errUnmap)

@@ -115,10 +115,16 @@ type Segment struct {
 	// under the owning log's structure lock, as Delete reads it.
 	suffix string
 
-	log         vfs.File
-	fd          int
-	offsetIndex *index.OffsetIndex
-	timeIndex   *index.TimeIndex
+	log vfs.File
+	fd  int
+	// idx holds the offset and time indexes, nil until first use for a segment opened with
+	// OpenSealed (lazyindex.go). idxMu serialises mapping and replacing them; retiredIdx (pairs
+	// replaced while readers may hold them, closed with the files) and idxGone (the files were
+	// removed or closed: never map them again) are guarded by it.
+	idx        atomic.Pointer[indexPair]
+	idxMu      sync.Mutex
+	retiredIdx []*indexPair
+	idxGone    bool
 	// txn is the aborted transaction index (.txnindex, txnindex.go), its file made lazily.
 	txn txnIndex
 
@@ -189,6 +195,32 @@ func Open(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Segment, erro
 }
 
 func open(fsys vfs.FS, dir string, baseOffset int64, cfg Config, flag int, suffix string) (*Segment, error) {
+	s, err := openLog(fsys, dir, baseOffset, cfg, flag, suffix)
+	if err != nil {
+		return nil, err
+	}
+	indexPath, timeIndexPath := s.indexPaths()
+	p, err := openIndexPair(fsys, indexPath, timeIndexPath, baseOffset, s.cfg.MaxIndexBytes, false)
+	if err != nil {
+		// A segment being created that cannot be completed (no descriptor or mapping left for
+		// an index) leaves no file behind: the roll or log creation that asked for it is
+		// retried later and must find nothing in its way (O_EXCL).
+		logPath := s.log.Name()
+		s.closeFiles()
+		if flag&os.O_EXCL != 0 {
+			for _, p := range []string{logPath, indexPath, timeIndexPath} {
+				_ = fsys.Remove(p)
+			}
+		}
+		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
+	}
+	s.idx.Store(p)
+	return s, nil
+}
+
+// openLog opens the segment's .log and returns the segment holding one reference, with no index
+// mapped.
+func openLog(fsys vfs.FS, dir string, baseOffset int64, cfg Config, flag int, suffix string) (*Segment, error) {
 	if cfg.IndexIntervalBytes <= 0 {
 		cfg.IndexIntervalBytes = DefaultConfig.IndexIntervalBytes
 	}
@@ -200,39 +232,13 @@ func open(fsys vfs.FS, dir string, baseOffset int64, cfg Config, flag int, suffi
 	s.maxTimestamp.Store(record.NoTimestamp)
 	s.firstBatchMaxTs.Store(firstTsUnknown)
 	logPath := filepath.Join(dir, FileName(baseOffset, LogSuffix)+suffix)
-	indexPath := filepath.Join(dir, FileName(baseOffset, IndexSuffix)+suffix)
-	timeIndexPath := filepath.Join(dir, FileName(baseOffset, TimeIndexSuffix)+suffix)
 	f, err := fsys.OpenFile(logPath, flag, vfs.FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
 	}
-	// A segment being created that cannot be completed (no descriptor or mapping left for an
-	// index) leaves no file behind: the roll or log creation that asked for it is retried later
-	// and must find nothing in its way (O_EXCL).
-	creating := flag&os.O_EXCL != 0
-	abandon := func() {
-		f.Close()
-		if creating {
-			for _, p := range []string{logPath, indexPath, timeIndexPath} {
-				_ = fsys.Remove(p)
-			}
-		}
-	}
 	s.log = f
 	s.fd = int(f.OS().Fd())
-	s.offsetIndex, err = index.OpenOffsetIndex(fsys, indexPath, baseOffset, cfg.MaxIndexBytes)
-	if err != nil {
-		abandon()
-		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
-	}
-	s.timeIndex, err = index.OpenTimeIndex(fsys, timeIndexPath, baseOffset, cfg.MaxIndexBytes)
-	if err != nil {
-		s.offsetIndex.Close()
-		abandon()
-		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
-	}
 	liveSegments.Add(1)
-	liveMappings.Add(IndexMappingsPerSegment)
 	s.refs.Store(1)
 	return s, nil
 }
@@ -284,9 +290,32 @@ func (s *Segment) LogPath() string { return s.log.Name() }
 // File is the open .log file (for sendfile).
 func (s *Segment) File() *os.File { return s.log.OS() }
 
-// OffsetIndex and TimeIndex expose the indexes (tests, tools).
-func (s *Segment) OffsetIndex() *index.OffsetIndex { return s.offsetIndex }
-func (s *Segment) TimeIndex() *index.TimeIndex     { return s.timeIndex }
+// OffsetIndex and TimeIndex expose the indexes (tests, tools), mapping them first if they are not
+// (lazyindex.go); nil when they cannot be mapped.
+func (s *Segment) OffsetIndex() *index.OffsetIndex {
+	if p := s.indexes(); p != nil {
+		return p.offset
+	}
+	return nil
+}
+
+func (s *Segment) TimeIndex() *index.TimeIndex {
+	if p := s.indexes(); p != nil {
+		return p.time
+	}
+	return nil
+}
+
+// LastIndexedPosition returns the position of the batch the offset index's last entry points at
+// (0 if it has none, or if the index cannot be mapped): a scan for the segment's last batch can
+// start there.
+func (s *Segment) LastIndexedPosition() int64 {
+	if p := s.indexes(); p != nil {
+		_, pos := p.offset.Lookup(math.MaxInt64)
+		return pos
+	}
+	return 0
+}
 
 // IsSealed reports whether the segment was sealed (no more appends).
 func (s *Segment) IsSealed() bool { return s.sealed.Load() }
@@ -295,7 +324,8 @@ func (s *Segment) IsSealed() bool { return s.sealed.Load() }
 // relative offsets must fit int32 and neither index may be full. A false answer means roll.
 func (s *Segment) CanHold(lastOffset int64) bool {
 	rel := lastOffset - s.baseOffset
-	return rel >= 0 && rel <= math.MaxInt32 && !s.offsetIndex.IsFull() && !s.timeIndex.IsFull()
+	p := s.idx.Load()
+	return rel >= 0 && rel <= math.MaxInt32 && p != nil && !p.sealed && !p.offset.IsFull() && !p.time.IsFull()
 }
 
 // Append writes batch, whose offsets are already assigned and whose header is h, at the end of
@@ -359,10 +389,17 @@ func (s *Segment) indexBatch(h *record.Header, pos int64) error {
 		s.offsetOfMaxTimestamp = h.LastOffset()
 	}
 	if s.bytesSinceLastIndexEntry > s.cfg.IndexIntervalBytes {
-		if err := s.offsetIndex.Append(h.LastOffset(), pos); err != nil {
+		p := s.idx.Load()
+		if p == nil || p.sealed {
+			var err error
+			if p, err = s.writableIndexes(); err != nil {
+				return err
+			}
+		}
+		if err := p.offset.Append(h.LastOffset(), pos); err != nil {
 			return fmt.Errorf("index segment %s: %w", s.log.Name(), err)
 		}
-		if err := s.timeIndex.MaybeAppend(s.maxTimestamp.Load(), s.offsetOfMaxTimestamp, false); err != nil {
+		if err := p.time.MaybeAppend(s.maxTimestamp.Load(), s.offsetOfMaxTimestamp, false); err != nil {
 			return fmt.Errorf("time index segment %s: %w", s.log.Name(), err)
 		}
 		s.bytesSinceLastIndexEntry = 0
@@ -468,7 +505,9 @@ func (s *Segment) readMapping() *mmap.MMap {
 // starting from the offset index's entry for offset. It returns the batch's position and header;
 // found is false when no batch of the segment reaches offset.
 func (s *Segment) TranslateOffset(offset int64) (pos int64, h record.Header, found bool, err error) {
-	_, pos = s.offsetIndex.Lookup(offset)
+	if p := s.indexes(); p != nil {
+		_, pos = p.offset.Lookup(offset)
+	}
 	if m := s.readMapping(); m != nil {
 		var done bool
 		pos, h, found, done, err = s.scanMapped(*m, pos, offset)
@@ -496,7 +535,10 @@ func (s *Segment) TranslateOffset(offset int64) (pos int64, h record.Header, fou
 // max timestamp is >= ts, starting from the time index's entry before ts, as Kafka's
 // findOffsetByTimestamp does. found is false when no such batch is in the segment.
 func (s *Segment) FindTimestamp(ts, startOffset int64) (pos int64, h record.Header, found bool, err error) {
-	_, off := s.timeIndex.LookupBefore(ts)
+	off := s.baseOffset
+	if p := s.indexes(); p != nil {
+		_, off = p.time.LookupBefore(ts)
+	}
 	pos, _, found, err = s.TranslateOffset(max(off, startOffset))
 	if err != nil || !found {
 		return pos, h, found, err
@@ -547,9 +589,7 @@ func (s *Segment) closeFiles() {
 	}
 	s.retired = nil
 	liveSegments.Add(-1)
-	liveMappings.Add(-IndexMappingsPerSegment)
-	_ = s.offsetIndex.Close()
-	_ = s.timeIndex.Close()
+	s.closeIndexes()
 	_ = s.log.Close()
 }
 

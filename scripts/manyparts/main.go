@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -229,11 +230,13 @@ func run() error {
 	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, int32(*n), 1, nil, topic)
+	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(int32(timeout.Milliseconds()))
+	resp, err := adm.CreateTopic(ctx, int32(*n), 1, nil, topic)
 	if err == nil {
 		err = resp.Err
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) { // a retried create that had succeeded
 		return fmt.Errorf("create topic: %w", err)
 	}
 	created := time.Since(t0)
