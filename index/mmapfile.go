@@ -150,6 +150,7 @@ func (m *mappedFile) open(fsys vfs.FS, kind, path string, baseOffset int64, maxI
 		_ = mapping.Unmap()
 		return fail(err)
 	}
+	written := dataBytes(f, lengthBytes, size) / size
 	// The mapping outlives the descriptor: close it now (see mappedFile).
 	mapped = true
 	if err := f.Close(); err != nil {
@@ -159,8 +160,22 @@ func (m *mappedFile) open(fsys vfs.FS, kind, path string, baseOffset int64, maxI
 	m.fsys, m.mapping, m.dev, m.ino = fsys, mapping, uint64(st.Dev), uint64(st.Ino)
 	m.maxEntries = int(mapBytes / size)
 	m.openedBytes, m.misaligned = lengthBytes, lengthBytes%size != 0
-	m.entries.Store(int64(writtenEntries(mapping, int(lengthBytes/size), entrySize)))
+	m.entries.Store(int64(writtenEntries(mapping, int(written), entrySize)))
 	return nil
+}
+
+// dataBytes returns how much of the first length bytes of f may hold written entries: up to the
+// first hole (SEEK_HOLE), rounded up to a whole entry. An index preallocated by growing the file
+// (ftruncate) and never trimmed (a crash) is a few written pages followed by a hole of megabytes:
+// counting its entries then probes only the written pages instead of faulting in zero pages of
+// the hole. Entries are written in order from the start, so none lies past the first hole. A
+// filesystem without SEEK_HOLE reports the file's length.
+func dataBytes(f *os.File, length, entrySize int64) int64 {
+	hole, err := unix.Seek(int(f.Fd()), 0, unix.SEEK_HOLE)
+	if err != nil || hole >= length {
+		return length
+	}
+	return min((hole+entrySize-1)/entrySize*entrySize, length)
 }
 
 // writtenEntries returns how many of the first n entries of buf were written: n minus the trailing

@@ -115,3 +115,38 @@ func TestIndexNeverTouchesAReplacedFile(t *testing.T) {
 		t.Fatalf("an unlinked index trimmed its old name: %d bytes", got)
 	}
 }
+
+// An index that was grown and never trimmed (a crash) is mostly a hole: its entries are counted
+// from the written pages alone.
+func TestUntrimmedIndexCountedBeforeTheHole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "00000000000000000000.index")
+	x, err := OpenOffsetIndex(nil, path, 0, 10<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 700 { // past the first page
+		if err := x.Append(int64(10+i), int64(100+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := x.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// A crash: the file keeps its grown length (Close would trim it, so the mapping is dropped
+	// without closing, as a killed process's would be).
+	if got := fileSize(t, path); got != 10<<20 {
+		t.Fatalf("file %d bytes before the crash", got)
+	}
+	y, err := OpenOffsetIndex(nil, path, 0, 10<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close()
+	if y.Entries() != 700 {
+		t.Fatalf("%d entries after the crash, want 700", y.Entries())
+	}
+	if off, pos := y.Lookup(1000); off != 709 || pos != 799 {
+		t.Fatalf("lookup: %d at %d", off, pos)
+	}
+	_ = x.Close()
+}
