@@ -10,7 +10,8 @@
 //
 // Reads never copy record bytes: Slice returns {file, position, length} for sendfile. Offset
 // translation is an index lookup followed by a short forward scan of batch headers. Header reads
-// go through a read-only mapping of the .log (mmap-go, MADV_RANDOM) made on first use: a sealed
+// go through a read-only mapping of the .log (mmap-go, MADV_RANDOM) made on first use (for the
+// active segment, the first offset translation; single header reads use pread until then): a sealed
 // segment is mapped at its size, the active one at Config.ActiveMapBytes (the engine passes
 // segment.bytes, so the mapping covers every later append; reads stop at the published size and
 // never touch pages past the end of the file). A truncation or the segment becoming inactive

@@ -430,7 +430,14 @@ func (s *Segment) ReadHeaderAt(pos int64) (record.Header, error) {
 // readAt fills p from pos: through the read-only mapping when one covers the range, pread
 // otherwise.
 func (s *Segment) readAt(p []byte, pos int64) error {
-	if m := s.readMapping(); m != nil && pos+int64(len(p)) <= int64(len(*m)) {
+	// The active segment is mapped by the first offset translation (a fetch), not by single
+	// header reads (opening the log, producer-state replay): an idle partition then holds no
+	// read mapping, only its two index mappings, as in Kafka.
+	m := s.mapping.Load()
+	if m == nil && s.sealed.Load() {
+		m = s.readMapping()
+	}
+	if m != nil && pos+int64(len(p)) <= int64(len(*m)) {
 		return copyFromMapping(p, *m, pos)
 	}
 	for len(p) > 0 {
