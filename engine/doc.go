@@ -97,7 +97,9 @@
 // segments from the one holding the recovery point on are recovered (torn tails truncated,
 // indexes rebuilt; CRC-checked from the batch holding the recovery point on, the flushed batches
 // before it only by header) and later segments after a truncation are deleted. A recovered
-// segment is synced only when recovery checked or cut bytes past the recovery point. Zeros after a
+// segment is synced only when recovery checked or cut bytes past the recovery point. Segments that
+// need no recovery, except the last, are opened sealed (segment.OpenSealed): one descriptor, no
+// mapping until a reader's first index lookup. Zeros after a
 // segment's last batch (a preallocated segment, preallocate, that a crash left untrimmed) are
 // trimmed as the segment's end, not a truncation.
 //

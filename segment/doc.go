@@ -41,7 +41,8 @@
 //
 // Resources: an open segment holds DescriptorsPerSegment (1, the .log: index descriptors are
 // closed once mapped, as Kafka's) descriptors and IndexMappingsPerSegment (2) mappings, plus its
-// read mapping once made; Usage reports what the
+// read mapping once made; a segment opened with OpenSealed maps its indexes only at a reader's
+// first lookup and keeps them mapped until it closes (lazyindex.go, Kafka's LazyIndex); Usage reports what the
 // process's segments hold (the engine's budget checks it), and SetReadMappingLimit makes reads use
 // pread rather than map past a limit. A segment being created that cannot be completed (no
 // descriptor or mapping left) is closed and its files removed, so the create can be retried. Files
