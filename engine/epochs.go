@@ -400,7 +400,7 @@ func (l *Log) latestEntryMismatch() (bool, error) {
 		return false, nil
 	}
 	defer seg.Release()
-	_, h, found, err := seg.TranslateOffset(e.StartOffset)
+	_, h, found, err := seg.LookupBatch(e.StartOffset)
 	if err != nil {
 		return false, err
 	}

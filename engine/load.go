@@ -187,7 +187,7 @@ func (l *Log) loadProducerState() error {
 		}
 		pos := int64(0)
 		if from > s.BaseOffset() {
-			p, _, found, err := s.TranslateOffset(from)
+			p, _, found, err := s.LookupBatch(from)
 			if err != nil {
 				return fmt.Errorf("replay producer state of %s: %w", l.dir, err)
 			}

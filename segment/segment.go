@@ -512,10 +512,25 @@ func (s *Segment) readMapping() *mmap.MMap {
 // starting from the offset index's entry for offset. It returns the batch's position and header;
 // found is false when no batch of the segment reaches offset.
 func (s *Segment) TranslateOffset(offset int64) (pos int64, h record.Header, found bool, err error) {
+	return s.translate(offset, true)
+}
+
+// LookupBatch is TranslateOffset for a one-off lookup (opening a log: the producer-state replay,
+// the leader epoch check): it uses the read mapping if there is one but does not make the active
+// segment's, so an idle partition keeps only its index mappings after a restart.
+func (s *Segment) LookupBatch(offset int64) (pos int64, h record.Header, found bool, err error) {
+	return s.translate(offset, false)
+}
+
+func (s *Segment) translate(offset int64, mapActive bool) (pos int64, h record.Header, found bool, err error) {
 	if p := s.indexes(); p != nil {
 		_, pos = p.offset.Lookup(offset)
 	}
-	if m := s.readMapping(); m != nil {
+	m := s.mapping.Load()
+	if m == nil && (mapActive || s.sealed.Load()) {
+		m = s.readMapping()
+	}
+	if m != nil {
 		var done bool
 		pos, h, found, done, err = s.scanMapped(*m, pos, offset)
 		if done || err != nil {
