@@ -127,3 +127,75 @@ func TestOpenSealedCorruptAndRename(t *testing.T) {
 		t.Fatalf("index left after delete: %v", err)
 	}
 }
+
+// Readers mapping a sealed segment's indexes concurrently with the appender making them writable
+// (TruncateTo), appending, renaming and deleting: every read is answered from the bytes (run
+// with -race).
+func TestLazyIndexesConcurrentReaders(t *testing.T) {
+	const base = 1000
+	cfg := segment.Config{IndexIntervalBytes: 100, MaxIndexBytes: 8192}
+	dir := t.TempDir()
+	s := segCreate(t, dir, base, cfg)
+	batches := segFill(t, s, rand.New(rand.NewSource(11)), 80)
+	next := s.NextOffset()
+	if err := s.MarkInactive(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := segment.OpenSealed(vfs.OS, dir, base, cfg, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := batches[:40]
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	for r := range 4 {
+		go func() {
+			rng := rand.New(rand.NewSource(int64(r)))
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if !s.Acquire() {
+					errs <- nil
+					return
+				}
+				b := keep[rng.Intn(len(keep))]
+				o := b.h.BaseOffset + rng.Int63n(int64(b.h.LastOffsetDelta)+1)
+				pos, h, found, err := s.TranslateOffset(o)
+				s.Release()
+				if err != nil || !found || pos != b.pos || h != b.h {
+					errs <- errors.New("translate of a kept batch went wrong")
+					return
+				}
+			}
+		}()
+	}
+	if _, err := s.TruncateTo(keep[len(keep)-1].h.NextOffset()); err != nil {
+		t.Fatal(err)
+	}
+	segFill(t, s, rand.New(rand.NewSource(12)), 30)
+	if err := s.RenameFiles(segment.SwapSuffix); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RenameFiles(""); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Delete(); err != nil {
+		t.Fatal(err)
+	}
+}
