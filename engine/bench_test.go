@@ -12,6 +12,7 @@ import (
 
 	"github.com/weir-mq/weir/benchmarks"
 	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/segment"
 )
 
 // The engine suites measure the partition log against the raw device in the same run: each grid
@@ -286,60 +287,79 @@ func benchDurable(b *testing.B, batch []byte, partitions, appendersPerPartition 
 	b.ReportMetric(float64(p.P99)/float64(rawP99), "p99-vs-raw-x")
 }
 
-// BenchmarkOpenLog opens a cleanly shut down log of 1,000 segments (segment.bytes 4 KiB, default
-// index size) and closes it again. The log is written once; each op is OpenLog(CleanShutdown) then
-// Close, and open-ms / close-ms split the op. Target: open under 100 ms.
+// BenchmarkOpenLog opens a log of 1,000 and of 10,000 segments (segment.bytes 4 KiB, default
+// index size) and closes it again: after a clean shutdown (clean) and after a crash whose recovery
+// point is the log end (crash: the marker missing, so the segment holding the recovery point is
+// recovered). The log is written once per size; each op is OpenLog then Close, and open-ms /
+// close-ms split the op; maps and fds are the mappings and descriptors the open log's segments
+// hold (segment.Usage). Target: open of 1,000 under 100 ms.
 func BenchmarkOpenLog(b *testing.B) {
-	const segments = 1000
-	dir := benchmarks.Dir(b)
-	cfg := engine.DefaultConfig()
-	cfg.FlushIntervalMessages = math.MaxInt64
-	cfg.SegmentBytes = 4 << 10
-	l := openBenchLog(b, dir, 0, cfg)
-	batch := benchmarks.Batch(1, 1<<10)
-	for len(l.Segments()) < segments {
-		if _, err := l.Append(batch); err != nil {
-			b.Fatal(err)
-		}
-	}
-	// Fill the last segment too (but do not roll), so every segment is a full 4 KiB one.
-	for l.Segments()[segments-1].Size()+int64(len(batch)) <= cfg.SegmentBytes {
-		if _, err := l.Append(batch); err != nil {
-			b.Fatal(err)
-		}
-	}
-	leo := l.LogEndOffset()
-	if err := l.Close(); err != nil {
-		b.Fatal(err)
-	}
-	opts := engine.OpenOptions{
-		Dir:           filepath.Join(dir, "bench-0"),
-		Topic:         "bench",
-		Config:        cfg,
-		CleanShutdown: true,
-		RecoveryPoint: leo,
-	}
-	b.Run(fmt.Sprintf("segments=%d/clean", segments), func(b *testing.B) {
-		b.ReportAllocs()
-		var openTime, closeTime time.Duration
-		for b.Loop() {
-			t0 := time.Now()
-			l, err := engine.OpenLog(opts)
-			if err != nil {
+	for _, segments := range []int{1000, 10000} {
+		dir := benchmarks.Dir(b)
+		cfg := engine.DefaultConfig()
+		cfg.FlushIntervalMessages = math.MaxInt64
+		cfg.SegmentBytes = 4 << 10
+		l := openBenchLog(b, dir, 0, cfg)
+		batch := benchmarks.Batch(1, 1<<10)
+		for len(l.Segments()) < segments {
+			if _, err := l.Append(batch); err != nil {
 				b.Fatal(err)
 			}
-			t1 := time.Now()
-			if got := len(l.Segments()); got != segments || l.LogEndOffset() != leo {
-				b.Fatalf("reopened %d segments up to %d, want %d up to %d", got, l.LogEndOffset(), segments, leo)
-			}
-			t2 := time.Now()
-			if err := l.Close(); err != nil {
+		}
+		// Fill the last segment too (but do not roll), so every segment is a full 4 KiB one.
+		for l.Segments()[segments-1].Size()+int64(len(batch)) <= cfg.SegmentBytes {
+			if _, err := l.Append(batch); err != nil {
 				b.Fatal(err)
 			}
-			openTime += t1.Sub(t0)
-			closeTime += time.Since(t2)
 		}
-		b.ReportMetric(float64(openTime)/float64(b.N)/float64(time.Millisecond), "open-ms")
-		b.ReportMetric(float64(closeTime)/float64(b.N)/float64(time.Millisecond), "close-ms")
-	})
+		if err := l.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		leo := l.LogEndOffset()
+		if err := l.Close(); err != nil {
+			b.Fatal(err)
+		}
+		for _, clean := range []bool{true, false} {
+			opts := engine.OpenOptions{
+				Dir:           filepath.Join(dir, "bench-0"),
+				Topic:         "bench",
+				Config:        cfg,
+				CleanShutdown: clean,
+				RecoveryPoint: leo,
+			}
+			kind := "clean"
+			if !clean {
+				kind = "crash"
+			}
+			b.Run(fmt.Sprintf("segments=%d/%s", segments, kind), func(b *testing.B) {
+				b.ReportAllocs()
+				var openTime, closeTime time.Duration
+				var fds, maps int64
+				for b.Loop() {
+					fds0, maps0 := segment.Usage()
+					t0 := time.Now()
+					l, err := engine.OpenLog(opts)
+					if err != nil {
+						b.Fatal(err)
+					}
+					t1 := time.Now()
+					if got := len(l.Segments()); got != segments || l.LogEndOffset() != leo {
+						b.Fatalf("reopened %d segments up to %d, want %d up to %d", got, l.LogEndOffset(), segments, leo)
+					}
+					fds1, maps1 := segment.Usage()
+					fds, maps = fds1-fds0, maps1-maps0
+					t2 := time.Now()
+					if err := l.Close(); err != nil {
+						b.Fatal(err)
+					}
+					openTime += t1.Sub(t0)
+					closeTime += time.Since(t2)
+				}
+				b.ReportMetric(float64(openTime)/float64(b.N)/float64(time.Millisecond), "open-ms")
+				b.ReportMetric(float64(closeTime)/float64(b.N)/float64(time.Millisecond), "close-ms")
+				b.ReportMetric(float64(fds), "fds")
+				b.ReportMetric(float64(maps), "maps")
+			})
+		}
+	}
 }

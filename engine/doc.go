@@ -94,8 +94,12 @@
 // set from outside) and cleaner-offset-checkpoint (text format
 // "0\n<n>\n<topic> <partition> <offset>\n..."), partition.metadata (topic id) and the
 // .kafka_cleanshutdown marker. With the marker present nothing is scanned at start; without it,
-// segments from the one holding the recovery point on are recovered (CRC-checked, torn tails
-// truncated, indexes rebuilt) and later segments after a truncation are deleted. Zeros after a
+// segments from the one holding the recovery point on are recovered (torn tails truncated,
+// indexes rebuilt; CRC-checked from the batch holding the recovery point on, the flushed batches
+// before it only by header) and later segments after a truncation are deleted. A recovered
+// segment is synced only when recovery checked or cut bytes past the recovery point. Segments that
+// need no recovery, except the last, are opened sealed (segment.OpenSealed): one descriptor, no
+// mapping until a reader's first index lookup. Zeros after a
 // segment's last batch (a preallocated segment, preallocate, that a crash left untrimmed) are
 // trimmed as the segment's end, not a truncation.
 //

@@ -28,7 +28,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -401,7 +400,7 @@ func (l *Log) latestEntryMismatch() (bool, error) {
 		return false, nil
 	}
 	defer seg.Release()
-	_, h, found, err := seg.TranslateOffset(e.StartOffset)
+	_, h, found, err := seg.LookupBatch(e.StartOffset)
 	if err != nil {
 		return false, err
 	}
@@ -439,7 +438,7 @@ func (l *Log) lastBatchEpoch() (int32, bool, error) {
 		if s.Size() == 0 {
 			continue
 		}
-		_, start := s.OffsetIndex().Lookup(math.MaxInt64)
+		start := s.LastIndexedPosition()
 		var last record.Header
 		found := false
 		for pos := start; ; {

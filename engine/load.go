@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/weir-mq/weir/index"
 	"github.com/weir-mq/weir/segment"
 	"github.com/weir-mq/weir/vfs"
 )
@@ -51,7 +52,7 @@ func OpenLog(o OpenOptions) (*Log, error) {
 	if err := o.FS.MkdirAll(o.Dir, vfs.DirMode); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", o.Dir, err)
 	}
-	segs, err := l.openSegments()
+	segs, loaded, err := l.openSegments(o)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +67,7 @@ func OpenLog(o OpenOptions) (*Log, error) {
 			return nil, fmt.Errorf("open log %s: %w", o.Dir, err)
 		}
 		segs = append(segs, s)
-	} else if segs, err = l.loadSegments(segs, o); err != nil {
+	} else if segs, err = l.loadSegments(segs, loaded, o); err != nil {
 		for _, s := range segs {
 			s.Close()
 		}
@@ -186,7 +187,7 @@ func (l *Log) loadProducerState() error {
 		}
 		pos := int64(0)
 		if from > s.BaseOffset() {
-			p, _, found, err := s.TranslateOffset(from)
+			p, _, found, err := s.LookupBatch(from)
 			if err != nil {
 				return fmt.Errorf("replay producer state of %s: %w", l.dir, err)
 			}
@@ -226,13 +227,19 @@ func (l *Log) loadProducerState() error {
 // openSegments opens every segment file of the directory, sorted by base offset, and removes
 // leftovers: files marked .deleted or .cleaned, and indexes without a .log. A .swap left by a
 // cleaner's interrupted swap is finished first (cleaner_swap.go).
-func (l *Log) openSegments() ([]*segment.Segment, error) {
+//
+// The segments that need no recovery and are not the last (after a clean shutdown, all but the
+// last; after a crash, those wholly below the segment holding the recovery point) are opened
+// sealed (segment.OpenSealed: the .log descriptor only, state from a look at the index files,
+// indexes mapped on first use) and reported loaded; one whose indexes fail the sanity check is
+// opened whole and left to loadSegments, which recovers it.
+func (l *Log) openSegments(o OpenOptions) ([]*segment.Segment, []bool, error) {
 	if err := l.completeSwaps(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	entries, err := l.fsys.ReadDir(l.dir)
 	if err != nil {
-		return nil, fmt.Errorf("list log %s: %w", l.dir, err)
+		return nil, nil, fmt.Errorf("list log %s: %w", l.dir, err)
 	}
 	logs := map[int64]bool{}
 	var bases []int64
@@ -258,36 +265,70 @@ func (l *Log) openSegments() ([]*segment.Segment, error) {
 		}
 		if stray {
 			if err := l.fsys.Remove(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("remove leftover %s: %w", name, err)
+				return nil, nil, fmt.Errorf("remove leftover %s: %w", name, err)
 			}
 		}
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	sealedBelow := len(bases) - 1 // clean shutdown: every segment but the last
+	if !o.CleanShutdown {
+		sealedBelow = firstUnflushedSegment(bases, o.RecoveryPoint)
+	}
 	segs := make([]*segment.Segment, 0, len(bases))
-	for _, b := range bases {
-		s, err := segment.Open(l.fsys, l.dir, b, l.config().segmentConfig())
-		if err != nil {
-			for _, s := range segs {
-				s.Close()
+	loaded := make([]bool, len(bases))
+	fail := func(err error) ([]*segment.Segment, []bool, error) {
+		for _, s := range segs {
+			s.Close()
+		}
+		return nil, nil, err
+	}
+	cfg := l.config().segmentConfig()
+	for i, b := range bases {
+		if i < sealedBelow {
+			s, err := segment.OpenSealed(l.fsys, l.dir, b, cfg, bases[i+1])
+			if err == nil {
+				segs = append(segs, s)
+				loaded[i] = true
+				continue
 			}
-			return nil, err
+			if !errors.Is(err, index.ErrCorruptIndex) {
+				return fail(err)
+			}
+			slog.Warn("index failed sanity check; rebuilding", "dir", l.dir, "segment", b, "err", err)
+		}
+		s, err := segment.Open(l.fsys, l.dir, b, cfg)
+		if err != nil {
+			return fail(err)
 		}
 		segs = append(segs, s)
 	}
-	return segs, nil
+	return segs, loaded, nil
+}
+
+// firstUnflushedSegment returns the index of the segment holding the recovery point (the last one whose
+// base is at or below it), 0 if there is none: after a crash it and every later segment are
+// recovered.
+func firstUnflushedSegment(bases []int64, recoveryPoint int64) int {
+	return max(sort.Search(len(bases), func(i int) bool { return bases[i] > recoveryPoint })-1, 0)
 }
 
 // loadSegments restores every segment's state: after a clean shutdown from the indexes (the last
 // segment also reads the few batches after its last index entry); after a crash, segments from the
 // one holding the recovery point on are recovered, and everything after a torn or corrupt batch is
 // deleted. A segment whose index fails its sanity check is recovered in either case.
-func (l *Log) loadSegments(segs []*segment.Segment, o OpenOptions) ([]*segment.Segment, error) {
+func (l *Log) loadSegments(segs []*segment.Segment, loaded []bool, o OpenOptions) ([]*segment.Segment, error) {
 	firstUnflushed := len(segs)
 	if !o.CleanShutdown {
-		firstUnflushed = sort.Search(len(segs), func(i int) bool { return segs[i].BaseOffset() > o.RecoveryPoint }) - 1
-		firstUnflushed = max(firstUnflushed, 0)
+		bases := make([]int64, len(segs))
+		for i, s := range segs {
+			bases[i] = s.BaseOffset()
+		}
+		firstUnflushed = firstUnflushedSegment(bases, o.RecoveryPoint)
 	}
 	for i, s := range segs {
+		if loaded[i] {
+			continue // opened sealed by openSegments
+		}
 		isLast := i == len(segs)-1
 		needRecovery := i >= firstUnflushed
 		if !needRecovery {
@@ -309,7 +350,14 @@ func (l *Log) loadSegments(segs []*segment.Segment, o OpenOptions) ([]*segment.S
 		if !needRecovery {
 			continue
 		}
-		res, err := s.RecoverTail()
+		// Past a crash, the batches wholly below the recovery point were flushed: their CRC is
+		// not checked again (RecoverTailFrom). A segment recovered because its index failed the
+		// sanity check is checked whole.
+		from := s.BaseOffset()
+		if !o.CleanShutdown && i >= firstUnflushed {
+			from = max(o.RecoveryPoint, from)
+		}
+		res, err := s.RecoverTailFrom(from)
 		if err != nil {
 			return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)
 		}
@@ -322,8 +370,13 @@ func (l *Log) loadSegments(segs []*segment.Segment, o OpenOptions) ([]*segment.S
 		if l.rebuildTxnFrom < 0 {
 			l.rebuildTxnFrom = s.BaseOffset()
 		}
-		if err := s.Sync(); err != nil {
-			return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)
+		// What recovery kept becomes durable before the recovery point passes it. A segment that
+		// holds only flushed bytes and lost nothing has nothing to make durable: an idle log is
+		// not synced again (one fdatasync per partition at every restart after a crash).
+		if res.Checked > 0 || res.Truncated > 0 {
+			if err := s.Sync(); err != nil {
+				return segs, fmt.Errorf("recover %s: %w", s.LogPath(), err)
+			}
 		}
 		truncated := res.Truncated
 		if res.ZeroTail {

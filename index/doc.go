@@ -9,8 +9,11 @@
 //	int64 timestamp (max timestamp seen so far in the segment) | int32 relativeOffset
 //
 // Files are preallocated to log.index.size.max.bytes (rounded down to a whole entry, at least one)
-// and mmap'd read-write with github.com/edsrzf/mmap-go, opened (0600) and mapped through vfs.OpenRaw
-// and vfs.Map so tests can inject EMFILE or ENOMEM. TrimToValidSize truncates the file to the
+// and mmap'd read-write (MADV_RANDOM: no read-around on a fault) with github.com/edsrzf/mmap-go, opened (0600) and mapped through vfs.OpenRaw
+// and vfs.Map so tests can inject EMFILE or ENOMEM. The descriptor is closed once the file is
+// mapped (as Kafka's indexes do): an open index holds one mapping and no descriptor. Growing,
+// trimming and fdatasync open the file by its current path for the call, and act only on the file
+// that was mapped (same device and inode; a removed file is left alone). TrimToValidSize truncates the file to the
 // written entries; it is called on roll and close, so a cleanly shut down index re-opens with
 // entries = size / entrySize and is never rebuilt. An index that was not trimmed (a crash) re-opens
 // without its trailing all-zero entries, the unwritten preallocation: no index writes an all-zero

@@ -27,7 +27,18 @@ type OffsetIndex struct {
 // SanityCheck reports it. A file longer than maxIndexBytes is mapped whole and is full.
 func OpenOffsetIndex(fsys vfs.FS, path string, baseOffset int64, maxIndexBytes int) (*OffsetIndex, error) {
 	x := &OffsetIndex{}
-	if err := x.open(fsys, "offset index", path, baseOffset, maxIndexBytes, OffsetEntrySize); err != nil {
+	if err := x.open(fsys, "offset index", path, baseOffset, maxIndexBytes, OffsetEntrySize, false); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// OpenOffsetIndexSealed opens the existing offset index at path of an inactive segment, mapped at the file's
+// length (whole entries) and not grown: it serves lookups and takes no append (it is full). An
+// empty file is not mapped. The file is never created.
+func OpenOffsetIndexSealed(fsys vfs.FS, path string, baseOffset int64) (*OffsetIndex, error) {
+	x := &OffsetIndex{}
+	if err := x.open(fsys, "offset index", path, baseOffset, 0, OffsetEntrySize, true); err != nil {
 		return nil, err
 	}
 	return x, nil

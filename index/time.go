@@ -26,7 +26,18 @@ type TimeIndex struct {
 // Sizing and mapping are as for OpenOffsetIndex, with 12-byte entries.
 func OpenTimeIndex(fsys vfs.FS, path string, baseOffset int64, maxIndexBytes int) (*TimeIndex, error) {
 	x := &TimeIndex{}
-	if err := x.open(fsys, "time index", path, baseOffset, maxIndexBytes, TimeEntrySize); err != nil {
+	if err := x.open(fsys, "time index", path, baseOffset, maxIndexBytes, TimeEntrySize, false); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// OpenTimeIndexSealed opens the existing time index at path of an inactive segment, mapped at the file's
+// length (whole entries) and not grown: it serves lookups and takes no append (it is full). An
+// empty file is not mapped. The file is never created.
+func OpenTimeIndexSealed(fsys vfs.FS, path string, baseOffset int64) (*TimeIndex, error) {
+	x := &TimeIndex{}
+	if err := x.open(fsys, "time index", path, baseOffset, 0, TimeEntrySize, true); err != nil {
 		return nil, err
 	}
 	return x, nil

@@ -10,18 +10,23 @@
 //
 // Reads never copy record bytes: Slice returns {file, position, length} for sendfile. Offset
 // translation is an index lookup followed by a short forward scan of batch headers. Header reads
-// go through a read-only mapping of the .log (mmap-go, MADV_RANDOM) made on first use: a sealed
+// go through a read-only mapping of the .log (mmap-go, MADV_RANDOM) made on first use (for the
+// active segment, the first offset translation; single header reads use pread until then): a sealed
 // segment is mapped at its size, the active one at Config.ActiveMapBytes (the engine passes
 // segment.bytes, so the mapping covers every later append; reads stop at the published size and
 // never touch pages past the end of the file). A truncation or the segment becoming inactive
 // retires the mapping and the next read maps again. Reads use pread instead when ActiveMapBytes
 // is 0 (active segment), past the end of the mapping, when the read-mapping limit is reached, or
 // when mapping fails. Reads through a mapping are fault-protected (a truncation racing a read
-// yields an error, never a SIGBUS crash).
+// yields an error, never a SIGBUS crash). The mapping's pages are kept out of the process's RSS
+// unless a read needs them: every MiB appended, the appender releases (MADV_DONTNEED) the pages of
+// the active mapping below the last 256 KiB, and a retired mapping's pages are released at once.
 //
 // Recover walks every batch from position 0, checks length, magic, CRC32C and offset order,
 // truncates the file at the first bad or torn batch and rebuilds both indexes; RecoverTail also
-// says whether what it cut was only zeros.
+// says whether what it cut was only zeros. RecoverTailFrom(recovery point) checks only the headers
+// of the batches wholly below the recovery point (flushed before it was checkpointed) and the CRC
+// of the rest.
 //
 // Preallocation (preallocate.go, Config.PreallocateBytes): a new .log is made segment.bytes long
 // (fallocate, else ftruncate) and trimmed to its logical size at roll (MarkInactive) and close;
@@ -34,8 +39,10 @@
 // goes. Delete unlinks at once; RenameDeleted renames the files <name>.deleted for the caller to
 // remove later (file.delete.delay.ms); either way open descriptors stay valid.
 //
-// Resources: an open segment holds DescriptorsPerSegment (3) descriptors and
-// IndexMappingsPerSegment (2) mappings, plus its read mapping once made; Usage reports what the
+// Resources: an open segment holds DescriptorsPerSegment (1, the .log: index descriptors are
+// closed once mapped, as Kafka's) descriptors and IndexMappingsPerSegment (2) mappings, plus its
+// read mapping once made; a segment opened with OpenSealed maps its indexes only at a reader's
+// first lookup and keeps them mapped until it closes (lazyindex.go, Kafka's LazyIndex); Usage reports what the
 // process's segments hold (the engine's budget checks it), and SetReadMappingLimit makes reads use
 // pread rather than map past a limit. A segment being created that cannot be completed (no
 // descriptor or mapping left) is closed and its files removed, so the create can be retried. Files

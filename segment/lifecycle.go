@@ -10,6 +10,7 @@ import (
 
 	"github.com/edsrzf/mmap-go"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"golang.org/x/sys/unix"
 
 	"github.com/weir-mq/weir/index"
 	"github.com/weir-mq/weir/record"
@@ -52,7 +53,11 @@ func (s *Segment) AppendFinalTimeIndexEntry() error {
 	if ts == record.NoTimestamp {
 		return nil
 	}
-	if err := s.timeIndex.MaybeAppend(ts, s.offsetOfMaxTimestamp, true); err != nil && !errors.Is(err, index.ErrIndexFull) {
+	p := s.mappedIndexes()
+	if p == nil || p.sealed {
+		return nil // an inactive segment got its final entry when it rolled
+	}
+	if err := p.time.MaybeAppend(ts, s.offsetOfMaxTimestamp, true); err != nil && !errors.Is(err, index.ErrIndexFull) {
 		return fmt.Errorf("final time index entry of %s: %w", s.log.Name(), err)
 	}
 	return nil
@@ -69,16 +74,20 @@ func (s *Segment) Seal() error {
 	if err := s.Sync(); err != nil {
 		return err
 	}
-	if err := s.offsetIndex.TrimToValidSize(); err != nil {
+	p := s.mappedIndexes()
+	if p == nil {
+		return nil // never mapped since it was opened sealed: nothing changed
+	}
+	if err := p.offset.TrimToValidSize(); err != nil {
 		return fmt.Errorf("seal segment %s: %w", s.log.Name(), err)
 	}
-	if err := s.timeIndex.TrimToValidSize(); err != nil {
+	if err := p.time.TrimToValidSize(); err != nil {
 		return fmt.Errorf("seal segment %s: %w", s.log.Name(), err)
 	}
-	if err := s.offsetIndex.Flush(); err != nil {
+	if err := p.offset.Flush(); err != nil {
 		return fmt.Errorf("seal segment %s: %w", s.log.Name(), err)
 	}
-	if err := s.timeIndex.Flush(); err != nil {
+	if err := p.time.Flush(); err != nil {
 		return fmt.Errorf("seal segment %s: %w", s.log.Name(), err)
 	}
 	return nil
@@ -90,6 +99,8 @@ func (s *Segment) retireMapping() {
 	s.mapOnce.Lock()
 	defer s.mapOnce.Unlock()
 	if m := s.mapping.Swap(nil); m != nil {
+		// Its pages leave the process's RSS now (a reader still inside faults back what it reads).
+		_ = unix.Madvise(*m, unix.MADV_DONTNEED)
 		s.retired = append(s.retired, *m)
 	}
 }
@@ -98,14 +109,18 @@ func (s *Segment) retireMapping() {
 // it whole: the max timestamp comes from the time index's last entry, then the batches after the
 // last offset index entry are walked to find the next offset.
 func (s *Segment) LoadTail() error {
-	if ts, off := s.timeIndex.LastEntry(); ts != record.NoTimestamp {
+	p, err := s.writableIndexes()
+	if err != nil {
+		return fmt.Errorf("load tail: %w", err)
+	}
+	if ts, off := p.time.LastEntry(); ts != record.NoTimestamp {
 		s.maxTimestamp.Store(ts)
 		s.offsetOfMaxTimestamp = off
 	}
-	_, pos := s.offsetIndex.Lookup(s.offsetIndex.LastOffset())
+	_, pos := p.offset.Lookup(p.offset.LastOffset())
 	next := s.baseOffset
-	if s.offsetIndex.Entries() > 0 {
-		next = s.offsetIndex.LastOffset() + 1
+	if p.offset.Entries() > 0 {
+		next = p.offset.LastOffset() + 1
 	}
 	if h, err := s.ReadHeaderAt(0); err == nil {
 		s.firstBatchTimestamp = h.MaxTimestamp
@@ -147,23 +162,59 @@ type RecoverResult struct {
 	// ZeroTail reports that every byte cut was zero: the unused end of a preallocated segment
 	// (preallocate) that a crash left untrimmed, not a torn or corrupt batch.
 	ZeroTail bool
+	// Checked is the number of bytes kept whose CRC was checked: the batches at or past the
+	// recovery point (RecoverTailFrom). Zero with nothing truncated means the segment holds only
+	// flushed bytes, already durable.
+	Checked int64
+}
+
+// checkStored is record.CheckStored for a batch whose last offset is at or past flushed; below it
+// only the header is checked (the batch was durable before the recovery point was written).
+func checkStored(b []byte, flushed int64) (record.Header, error) {
+	h, err := record.ParseHeader(b)
+	if err != nil {
+		return h, err
+	}
+	if h.LastOffset() >= flushed {
+		return record.CheckStored(b)
+	}
+	if h.Magic != record.CurrentMagic || h.LastOffsetDelta < 0 ||
+		h.BatchLength < record.HeaderSize-record.LogOverhead || int64(h.BatchLength)+record.LogOverhead > int64(len(b)) {
+		return record.CheckStored(b) // the full check names what is wrong
+	}
+	return h, nil
 }
 
 // RecoverTail is Recover, also saying whether the bytes cut were only zeros.
 func (s *Segment) RecoverTail() (res RecoverResult, err error) {
+	return s.RecoverTailFrom(s.baseOffset)
+}
+
+// RecoverTailFrom is RecoverTail for a log whose recovery point is flushed: the batches wholly
+// below it were made durable (fdatasync) before the recovery point was checkpointed, so only
+// their headers are checked (length, magic, offsets increasing: the walk and the rebuilt indexes
+// need them), not their CRC; the batches from the one holding flushed on are checked whole.
+// Kafka recovers the segment holding the recovery point whole; after a crash of a broker with
+// large active segments this reads and checksums only what was written after the last flush.
+func (s *Segment) RecoverTailFrom(flushed int64) (res RecoverResult, err error) {
 	st, err := s.log.Stat()
 	if err != nil {
 		return res, fmt.Errorf("recover %s: %w", s.log.Name(), err)
 	}
 	fileSize := st.Size()
+	p, err := s.writableIndexes()
+	if err != nil {
+		return res, fmt.Errorf("recover: %w", err)
+	}
 	s.retireMapping()
-	s.offsetIndex.Reset()
-	s.timeIndex.Reset()
+	p.offset.Reset()
+	p.time.Reset()
 	s.maxTimestamp.Store(record.NoTimestamp)
 	s.offsetOfMaxTimestamp = s.baseOffset
 	s.firstBatchTimestamp = record.NoTimestamp
 	s.firstBatchMaxTs.Store(firstTsUnknown)
 	s.bytesSinceLastIndexEntry = 0
+	s.residentCheckedAt = 0
 
 	var m mmap.MMap
 	if fileSize > 0 {
@@ -175,9 +226,12 @@ func (s *Segment) RecoverTail() (res RecoverResult, err error) {
 	}
 	pos, next := int64(0), s.baseOffset
 	for pos < fileSize {
-		h, err := record.CheckStored(m[pos:])
+		h, err := checkStored(m[pos:], flushed)
 		if err != nil || h.BaseOffset < next {
 			break
+		}
+		if h.LastOffset() >= flushed {
+			res.Checked += h.Size()
 		}
 		if h.LastOffset()-s.baseOffset > math.MaxInt32 {
 			break // offsets this segment's indexes cannot name
@@ -223,13 +277,18 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 		return s.nextOffset.Load(), nil
 	}
 	s.size.Store(pos)
+	s.residentCheckedAt = pos
 	s.firstBatchMaxTs.Store(firstTsUnknown)
 	s.preallocated.Store(false) // the truncation drops the preallocated end too
 	if err := s.log.Truncate(pos); err != nil {
 		return 0, fmt.Errorf("truncate %s to %d: %w", s.log.Name(), pos, err)
 	}
-	s.offsetIndex.TruncateTo(h.BaseOffset)
-	s.timeIndex.TruncateTo(h.BaseOffset)
+	p, err := s.writableIndexes()
+	if err != nil {
+		return 0, fmt.Errorf("truncate %s to %d: %w", s.log.Name(), offset, err)
+	}
+	p.offset.TruncateTo(h.BaseOffset)
+	p.time.TruncateTo(h.BaseOffset)
 	if err := s.truncateTxn(h.BaseOffset); err != nil {
 		return 0, err
 	}
@@ -251,9 +310,12 @@ func (s *Segment) Close() error {
 	if err := s.trimPreallocated(); err != nil && finalErr == nil { // Kafka's FileRecords.close
 		finalErr = err
 	}
-	err := s.offsetIndex.TrimToValidSize()
-	if err2 := s.timeIndex.TrimToValidSize(); err == nil {
-		err = err2
+	var err error
+	if p := s.mappedIndexes(); p != nil {
+		err = p.offset.TrimToValidSize()
+		if err2 := p.time.TrimToValidSize(); err == nil {
+			err = err2
+		}
 	}
 	s.Release()
 	if err != nil {
@@ -272,6 +334,19 @@ func (s *Segment) Delete() error {
 			firstErr = fmt.Errorf("delete segment file %s: %w", p, err)
 		}
 	}
+	// The indexes hold no descriptor: nothing may be trimmed by name from now on (a new segment
+	// may take the names), nor mapped again.
+	s.idxMu.Lock()
+	s.idxGone = true
+	pairs := s.retiredIdx
+	if p := s.idx.Load(); p != nil {
+		pairs = append(pairs, p)
+	}
+	for _, p := range pairs {
+		p.offset.Unlinked()
+		p.time.Unlinked()
+	}
+	s.idxMu.Unlock()
 	s.Release()
 	return firstErr
 }
@@ -300,9 +375,11 @@ func (s *Segment) RenameDeleted() ([]string, error) {
 // from the time index's last entry (written when it was sealed), its next offset is the base of
 // the segment after it. Nothing is read from the .log.
 func (s *Segment) LoadSealed(nextBase int64) {
-	if ts, off := s.timeIndex.LastEntry(); ts != record.NoTimestamp {
-		s.maxTimestamp.Store(ts)
-		s.offsetOfMaxTimestamp = off
+	if p := s.indexes(); p != nil {
+		if ts, off := p.time.LastEntry(); ts != record.NoTimestamp {
+			s.maxTimestamp.Store(ts)
+			s.offsetOfMaxTimestamp = off
+		}
 	}
 	s.nextOffset.Store(nextBase)
 	s.sealed.Store(true)
@@ -310,8 +387,12 @@ func (s *Segment) LoadSealed(nextBase int64) {
 
 // SanityCheck checks both indexes' tails (cheap; no log read).
 func (s *Segment) SanityCheck() error {
-	if err := s.offsetIndex.SanityCheck(); err != nil {
+	p := s.indexes()
+	if p == nil {
+		return fmt.Errorf("segment %s: indexes cannot be mapped: %w", s.log.Name(), index.ErrCorruptIndex)
+	}
+	if err := p.offset.SanityCheck(); err != nil {
 		return err
 	}
-	return s.timeIndex.SanityCheck()
+	return p.time.SanityCheck()
 }

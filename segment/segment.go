@@ -77,12 +77,13 @@ func ParseFileName(name, suffix string) (int64, bool) {
 }
 
 // Process-wide resource use of open segments, for the engine's descriptor and mapping budget
-// (engine/budget.go): each open segment holds DescriptorsPerSegment descriptors (.log, .index,
-// .timeindex) and IndexMappingsPerSegment mappings (the two indexes) for as long as it is open,
-// plus at most one read-only mapping of the .log made on first read (more only briefly, while a
-// reader still holds a replaced one).
+// (engine/budget.go): each open segment holds DescriptorsPerSegment descriptors (the .log; the
+// indexes close theirs once mapped, as Kafka's do, and the .txnindex is opened per use) and
+// IndexMappingsPerSegment mappings (the two indexes) for as long as it is open, plus at most one
+// read-only mapping of the .log made on first read (more only briefly, while a reader still holds
+// a replaced one).
 const (
-	DescriptorsPerSegment   = 3
+	DescriptorsPerSegment   = 1
 	IndexMappingsPerSegment = 2
 )
 
@@ -114,10 +115,16 @@ type Segment struct {
 	// under the owning log's structure lock, as Delete reads it.
 	suffix string
 
-	log         vfs.File
-	fd          int
-	offsetIndex *index.OffsetIndex
-	timeIndex   *index.TimeIndex
+	log vfs.File
+	fd  int
+	// idx holds the offset and time indexes, nil until first use for a segment opened with
+	// OpenSealed (lazyindex.go). idxMu serialises mapping and replacing them; retiredIdx (pairs
+	// replaced while readers may hold them, closed with the files) and idxGone (the files were
+	// removed or closed: never map them again) are guarded by it.
+	idx        atomic.Pointer[indexPair]
+	idxMu      sync.Mutex
+	retiredIdx []*indexPair
+	idxGone    bool
 	// txn is the aborted transaction index (.txnindex, txnindex.go), its file made lazily.
 	txn txnIndex
 
@@ -130,6 +137,7 @@ type Segment struct {
 
 	// Append state, owned by the appender.
 	bytesSinceLastIndexEntry int
+	residentCheckedAt        int64 // size at the last dropResident
 	offsetOfMaxTimestamp     int64
 	firstBatchTimestamp      int64 // max timestamp of the first batch, for time-based roll
 	created                  time.Time
@@ -187,6 +195,32 @@ func Open(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Segment, erro
 }
 
 func open(fsys vfs.FS, dir string, baseOffset int64, cfg Config, flag int, suffix string) (*Segment, error) {
+	s, err := openLog(fsys, dir, baseOffset, cfg, flag, suffix)
+	if err != nil {
+		return nil, err
+	}
+	indexPath, timeIndexPath := s.indexPaths()
+	p, err := openIndexPair(fsys, indexPath, timeIndexPath, baseOffset, s.cfg.MaxIndexBytes, false)
+	if err != nil {
+		// A segment being created that cannot be completed (no descriptor or mapping left for
+		// an index) leaves no file behind: the roll or log creation that asked for it is
+		// retried later and must find nothing in its way (O_EXCL).
+		logPath := s.log.Name()
+		s.closeFiles()
+		if flag&os.O_EXCL != 0 {
+			for _, p := range []string{logPath, indexPath, timeIndexPath} {
+				_ = fsys.Remove(p)
+			}
+		}
+		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
+	}
+	s.idx.Store(p)
+	return s, nil
+}
+
+// openLog opens the segment's .log and returns the segment holding one reference, with no index
+// mapped.
+func openLog(fsys vfs.FS, dir string, baseOffset int64, cfg Config, flag int, suffix string) (*Segment, error) {
 	if cfg.IndexIntervalBytes <= 0 {
 		cfg.IndexIntervalBytes = DefaultConfig.IndexIntervalBytes
 	}
@@ -198,39 +232,13 @@ func open(fsys vfs.FS, dir string, baseOffset int64, cfg Config, flag int, suffi
 	s.maxTimestamp.Store(record.NoTimestamp)
 	s.firstBatchMaxTs.Store(firstTsUnknown)
 	logPath := filepath.Join(dir, FileName(baseOffset, LogSuffix)+suffix)
-	indexPath := filepath.Join(dir, FileName(baseOffset, IndexSuffix)+suffix)
-	timeIndexPath := filepath.Join(dir, FileName(baseOffset, TimeIndexSuffix)+suffix)
 	f, err := fsys.OpenFile(logPath, flag, vfs.FileMode)
 	if err != nil {
 		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
 	}
-	// A segment being created that cannot be completed (no descriptor or mapping left for an
-	// index) leaves no file behind: the roll or log creation that asked for it is retried later
-	// and must find nothing in its way (O_EXCL).
-	creating := flag&os.O_EXCL != 0
-	abandon := func() {
-		f.Close()
-		if creating {
-			for _, p := range []string{logPath, indexPath, timeIndexPath} {
-				_ = fsys.Remove(p)
-			}
-		}
-	}
 	s.log = f
 	s.fd = int(f.OS().Fd())
-	s.offsetIndex, err = index.OpenOffsetIndex(fsys, indexPath, baseOffset, cfg.MaxIndexBytes)
-	if err != nil {
-		abandon()
-		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
-	}
-	s.timeIndex, err = index.OpenTimeIndex(fsys, timeIndexPath, baseOffset, cfg.MaxIndexBytes)
-	if err != nil {
-		s.offsetIndex.Close()
-		abandon()
-		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
-	}
 	liveSegments.Add(1)
-	liveMappings.Add(IndexMappingsPerSegment)
 	s.refs.Store(1)
 	return s, nil
 }
@@ -282,9 +290,32 @@ func (s *Segment) LogPath() string { return s.log.Name() }
 // File is the open .log file (for sendfile).
 func (s *Segment) File() *os.File { return s.log.OS() }
 
-// OffsetIndex and TimeIndex expose the indexes (tests, tools).
-func (s *Segment) OffsetIndex() *index.OffsetIndex { return s.offsetIndex }
-func (s *Segment) TimeIndex() *index.TimeIndex     { return s.timeIndex }
+// OffsetIndex and TimeIndex expose the indexes (tests, tools), mapping them first if they are not
+// (lazyindex.go); nil when they cannot be mapped.
+func (s *Segment) OffsetIndex() *index.OffsetIndex {
+	if p := s.indexes(); p != nil {
+		return p.offset
+	}
+	return nil
+}
+
+func (s *Segment) TimeIndex() *index.TimeIndex {
+	if p := s.indexes(); p != nil {
+		return p.time
+	}
+	return nil
+}
+
+// LastIndexedPosition returns the position of the batch the offset index's last entry points at
+// (0 if it has none, or if the index cannot be mapped): a scan for the segment's last batch can
+// start there.
+func (s *Segment) LastIndexedPosition() int64 {
+	if p := s.indexes(); p != nil {
+		_, pos := p.offset.Lookup(math.MaxInt64)
+		return pos
+	}
+	return 0
+}
 
 // IsSealed reports whether the segment was sealed (no more appends).
 func (s *Segment) IsSealed() bool { return s.sealed.Load() }
@@ -293,7 +324,8 @@ func (s *Segment) IsSealed() bool { return s.sealed.Load() }
 // relative offsets must fit int32 and neither index may be full. A false answer means roll.
 func (s *Segment) CanHold(lastOffset int64) bool {
 	rel := lastOffset - s.baseOffset
-	return rel >= 0 && rel <= math.MaxInt32 && !s.offsetIndex.IsFull() && !s.timeIndex.IsFull()
+	p := s.idx.Load()
+	return rel >= 0 && rel <= math.MaxInt32 && p != nil && !p.sealed && !p.offset.IsFull() && !p.time.IsFull()
 }
 
 // Append writes batch, whose offsets are already assigned and whose header is h, at the end of
@@ -311,7 +343,39 @@ func (s *Segment) Append(batch []byte, h *record.Header) (int64, error) {
 	}
 	s.size.Store(pos + int64(len(batch)))
 	s.nextOffset.Store(h.NextOffset())
+	if end := pos + int64(len(batch)); end >= s.residentCheckedAt+residentDropBytes {
+		s.dropResident(end)
+	}
 	return pos, nil
+}
+
+// Keeping the read mapping's pages out of the process's RSS. Reads through the active segment's
+// mapping (offset translation for fetches and for the high watermark) fault in the page of each
+// header they read, and the kernel maps the cached pages around it too (fault-around, 64 KiB), so
+// without this the whole active segment ends up counted in the process's RSS as it is written,
+// although no read needs it after the tail moved on. Each time residentDropBytes more were
+// appended, the appender releases the mapping's pages below the last residentKeepBytes
+// (MADV_DONTNEED: for a shared file mapping it only removes the page table entries; the pages stay
+// in the page cache and a later read faults them back in, so readers running alongside are not
+// affected). One madvise call per MiB appended.
+const (
+	residentDropBytes = 1 << 20
+	residentKeepBytes = 256 << 10
+)
+
+// dropResident releases the read mapping's pages below end-residentKeepBytes. Called by the
+// appender.
+func (s *Segment) dropResident(end int64) {
+	s.residentCheckedAt = end
+	m := s.mapping.Load()
+	if m == nil {
+		return
+	}
+	to := (end - residentKeepBytes) &^ int64(os.Getpagesize()-1)
+	if to <= 0 || to > int64(len(*m)) {
+		return
+	}
+	_ = unix.Madvise((*m)[:to], unix.MADV_DONTNEED)
 }
 
 // indexBatch updates the timestamp state and the indexes for a batch at pos, as Kafka's
@@ -325,10 +389,17 @@ func (s *Segment) indexBatch(h *record.Header, pos int64) error {
 		s.offsetOfMaxTimestamp = h.LastOffset()
 	}
 	if s.bytesSinceLastIndexEntry > s.cfg.IndexIntervalBytes {
-		if err := s.offsetIndex.Append(h.LastOffset(), pos); err != nil {
+		p := s.idx.Load()
+		if p == nil || p.sealed {
+			var err error
+			if p, err = s.writableIndexes(); err != nil {
+				return err
+			}
+		}
+		if err := p.offset.Append(h.LastOffset(), pos); err != nil {
 			return fmt.Errorf("index segment %s: %w", s.log.Name(), err)
 		}
-		if err := s.timeIndex.MaybeAppend(s.maxTimestamp.Load(), s.offsetOfMaxTimestamp, false); err != nil {
+		if err := p.time.MaybeAppend(s.maxTimestamp.Load(), s.offsetOfMaxTimestamp, false); err != nil {
 			return fmt.Errorf("time index segment %s: %w", s.log.Name(), err)
 		}
 		s.bytesSinceLastIndexEntry = 0
@@ -359,7 +430,14 @@ func (s *Segment) ReadHeaderAt(pos int64) (record.Header, error) {
 // readAt fills p from pos: through the read-only mapping when one covers the range, pread
 // otherwise.
 func (s *Segment) readAt(p []byte, pos int64) error {
-	if m := s.readMapping(); m != nil && pos+int64(len(p)) <= int64(len(*m)) {
+	// The active segment is mapped by the first offset translation (a fetch), not by single
+	// header reads (opening the log, producer-state replay): an idle partition then holds no
+	// read mapping, only its two index mappings, as in Kafka.
+	m := s.mapping.Load()
+	if m == nil && s.sealed.Load() {
+		m = s.readMapping()
+	}
+	if m != nil && pos+int64(len(p)) <= int64(len(*m)) {
 		return copyFromMapping(p, *m, pos)
 	}
 	for len(p) > 0 {
@@ -434,8 +512,25 @@ func (s *Segment) readMapping() *mmap.MMap {
 // starting from the offset index's entry for offset. It returns the batch's position and header;
 // found is false when no batch of the segment reaches offset.
 func (s *Segment) TranslateOffset(offset int64) (pos int64, h record.Header, found bool, err error) {
-	_, pos = s.offsetIndex.Lookup(offset)
-	if m := s.readMapping(); m != nil {
+	return s.translate(offset, true)
+}
+
+// LookupBatch is TranslateOffset for a one-off lookup (opening a log: the producer-state replay,
+// the leader epoch check): it uses the read mapping if there is one but does not make the active
+// segment's, so an idle partition keeps only its index mappings after a restart.
+func (s *Segment) LookupBatch(offset int64) (pos int64, h record.Header, found bool, err error) {
+	return s.translate(offset, false)
+}
+
+func (s *Segment) translate(offset int64, mapActive bool) (pos int64, h record.Header, found bool, err error) {
+	if p := s.indexes(); p != nil {
+		_, pos = p.offset.Lookup(offset)
+	}
+	m := s.mapping.Load()
+	if m == nil && (mapActive || s.sealed.Load()) {
+		m = s.readMapping()
+	}
+	if m != nil {
 		var done bool
 		pos, h, found, done, err = s.scanMapped(*m, pos, offset)
 		if done || err != nil {
@@ -462,7 +557,10 @@ func (s *Segment) TranslateOffset(offset int64) (pos int64, h record.Header, fou
 // max timestamp is >= ts, starting from the time index's entry before ts, as Kafka's
 // findOffsetByTimestamp does. found is false when no such batch is in the segment.
 func (s *Segment) FindTimestamp(ts, startOffset int64) (pos int64, h record.Header, found bool, err error) {
-	_, off := s.timeIndex.LookupBefore(ts)
+	off := s.baseOffset
+	if p := s.indexes(); p != nil {
+		_, off = p.time.LookupBefore(ts)
+	}
 	pos, _, found, err = s.TranslateOffset(max(off, startOffset))
 	if err != nil || !found {
 		return pos, h, found, err
@@ -513,9 +611,7 @@ func (s *Segment) closeFiles() {
 	}
 	s.retired = nil
 	liveSegments.Add(-1)
-	liveMappings.Add(-IndexMappingsPerSegment)
-	_ = s.offsetIndex.Close()
-	_ = s.timeIndex.Close()
+	s.closeIndexes()
 	_ = s.log.Close()
 }
 

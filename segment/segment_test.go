@@ -657,3 +657,67 @@ func TestSegmentRecoverFullIndex(t *testing.T) {
 	}
 	segCheckReads(t, s, batches)
 }
+
+// TestSegmentRecoverFromRecoveryPoint: RecoverTailFrom checks the CRC of the batches from the one
+// holding the recovery point on and only the headers before it (flushed before the recovery point
+// was written); a broken header below it still ends the log.
+func TestSegmentRecoverFromRecoveryPoint(t *testing.T) {
+	const base = 100
+	cfg := segment.Config{IndexIntervalBytes: 300, MaxIndexBytes: 4096}
+	src := t.TempDir()
+	s := segCreate(t, src, base, cfg)
+	batches := segFill(t, s, rand.New(rand.NewSource(7)), 20)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logBytes := segReadFile(t, filepath.Join(src, segment.FileName(base, segment.LogSuffix)))
+	flushed := batches[10].h.BaseOffset // batches 0-9 are below the recovery point
+	var pastFlushed int64
+	for _, b := range batches[10:] {
+		pastFlushed += int64(len(b.data))
+	}
+	recoverFrom := func(log []byte, from int64) (segment.RecoverResult, int64) {
+		t.Helper()
+		dir := t.TempDir()
+		segWriteFiles(t, dir, base, log, nil, nil)
+		s, err := segment.Open(vfs.OS, dir, base, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		res, err := s.RecoverTailFrom(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, s.NextOffset()
+	}
+	end := batches[len(batches)-1].h.NextOffset()
+	if res, next := recoverFrom(logBytes, flushed); res.Truncated != 0 || res.Checked != pastFlushed || next != end {
+		t.Fatalf("intact: %+v next %d, want %d bytes checked, next %d", res, next, pastFlushed, end)
+	}
+	if res, next := recoverFrom(logBytes, end); res.Truncated != 0 || res.Checked != 0 || next != end {
+		t.Fatalf("all flushed: %+v next %d, want nothing checked, next %d", res, next, end)
+	}
+	payload := func(b segAppended) int64 { return b.pos + int64(len(b.data)) - 1 } // CRC-covered
+	// A payload byte flipped past the recovery point: cut there.
+	damaged := append([]byte(nil), logBytes...)
+	damaged[payload(batches[14])] ^= 0xff
+	if res, next := recoverFrom(damaged, flushed); next != batches[14].h.BaseOffset || res.Truncated != int64(len(logBytes))-batches[14].pos {
+		t.Fatalf("damaged past the recovery point: %+v next %d", res, next)
+	}
+	// The same below it: flushed bytes are not checksummed again (a full recovery cuts them).
+	damaged = append([]byte(nil), logBytes...)
+	damaged[payload(batches[4])] ^= 0xff
+	if res, next := recoverFrom(damaged, flushed); next != end || res.Truncated != 0 {
+		t.Fatalf("payload damaged below the recovery point: %+v next %d, want kept", res, next)
+	}
+	if _, next := recoverFrom(damaged, base); next != batches[4].h.BaseOffset {
+		t.Fatalf("full recovery of a damaged payload: next %d, want %d", next, batches[4].h.BaseOffset)
+	}
+	// A header broken below the recovery point still ends the log (the walk cannot go on).
+	damaged = append([]byte(nil), logBytes...)
+	damaged[batches[4].pos+16] = 7 // magic
+	if _, next := recoverFrom(damaged, flushed); next != batches[4].h.BaseOffset {
+		t.Fatalf("header damaged below the recovery point: next %d, want %d", next, batches[4].h.BaseOffset)
+	}
+}

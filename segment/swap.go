@@ -63,12 +63,29 @@ func OpenSwap(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Segment, 
 // descriptors and mappings stay valid. The caller syncs the directory. It must run under the
 // owning log's structure lock (Delete reads the suffix).
 func (s *Segment) RenameFiles(suffix string) error {
+	// idxMu: a lazy mapping of the indexes (lazyindex.go) never sees the names half renamed.
+	s.idxMu.Lock()
+	defer s.idxMu.Unlock()
+	rename := func(from, to string) error {
+		if err := s.fsys.Rename(from, to); err != nil {
+			return fmt.Errorf("rename %s: %w", from, err)
+		}
+		return nil
+	}
+	var renameOffset, renameTime func(string) error
+	if p := s.idx.Load(); p != nil {
+		renameOffset, renameTime = p.offset.Rename, p.time.Rename
+	} else { // not mapped (opened sealed): the files by name
+		op, tp := s.indexPaths()
+		renameOffset = func(to string) error { return rename(op, to) }
+		renameTime = func(to string) error { return rename(tp, to) }
+	}
 	for _, idx := range []struct {
 		rename func(string) error
 		name   string
 	}{
-		{s.offsetIndex.Rename, IndexSuffix},
-		{s.timeIndex.Rename, TimeIndexSuffix},
+		{renameOffset, IndexSuffix},
+		{renameTime, TimeIndexSuffix},
 	} {
 		if err := idx.rename(filepath.Join(s.dir, FileName(s.baseOffset, idx.name)+suffix)); err != nil {
 			return err

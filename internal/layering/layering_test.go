@@ -31,7 +31,7 @@ var layers = map[string]int{
 	// 5: the glue, and the load-generation library.
 	"broker": 5, "benchmarks": 5,
 	// 6: commands.
-	"cmd/weir": 6, "benchmarks/cmd/clusterbench": 6, "scripts/redteam": 6,
+	"cmd/weir": 6, "benchmarks/cmd/clusterbench": 6, "scripts/redteam": 6, "scripts/manyparts": 6,
 	// 6: client suites whose tests start brokers (no code of their own).
 	"clients/rdkafka": 6,
 }

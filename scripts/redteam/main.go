@@ -977,7 +977,7 @@ func connflood() error {
 		}
 	}
 	fmt.Printf("opened %d connections (%d dial errors), %d still open after 1 s\n", len(held), refused, alive)
-	// The existing client keeps producing: every roll needs 3 descriptors.
+	// The existing client keeps producing: every roll needs 1 descriptor (its .log).
 	val := make([]byte, 1000)
 	var perr error
 	okc := 0
