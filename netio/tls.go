@@ -7,6 +7,7 @@ package netio
 // records). Plaintext connections keep the zero-copy path (writeReply).
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -19,6 +20,9 @@ import (
 
 // tlsHandshakeTimeout bounds a client's TLS handshake.
 const tlsHandshakeTimeout = 10 * time.Second
+
+// serverTLS makes the TLS server side of an accepted connection.
+func serverTLS(tc *net.TCPConn, cfg *tls.Config) *tls.Conn { return tls.Server(tc, cfg) }
 
 // handshake runs the TLS handshake and records a client certificate's principal. false closes
 // the connection.
