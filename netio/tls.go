@@ -71,8 +71,8 @@ func CertificatePrincipal(cert *x509.Certificate) string {
 // into the process's resident set. Gathering the sealed records into 256 KiB writes (one
 // write(2) per 16 records) lowered the writer's CPU against a fast in-process reader but
 // raised the broker's CPU per MB by about 10% against a real consumer (an extra copy of every
-// byte, and a consumer slower than the broker gains nothing from fewer, larger segments), so
-// records are written as crypto/tls seals them. Kernel TLS is not used: crypto/tls cannot
+// byte, and a consumer slower than the broker gains nothing from fewer, larger segments), and so did TCP_CORK
+// around the body; records are written as crypto/tls seals them. Kernel TLS is not used: crypto/tls cannot
 // hand its traffic keys and sequence numbers to the kernel (docs/security.md).
 const copyBufSize = 256 << 10
 
