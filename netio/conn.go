@@ -75,7 +75,7 @@ func newConn(s *Server, tc *net.TCPConn, l Listener) *conn {
 		room:     make(chan struct{}, 1),
 	}
 	if l.TLS != nil {
-		c.tls = tls.Server(tc, l.TLS)
+		c.tls = serverTLS(tc, l.TLS)
 		c.nc, c.tcp = c.tls, nil
 	}
 	return c

@@ -7,6 +7,7 @@ package netio
 // records). Plaintext connections keep the zero-copy path (writeReply).
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -19,6 +20,10 @@ import (
 
 // tlsHandshakeTimeout bounds a client's TLS handshake.
 const tlsHandshakeTimeout = 10 * time.Second
+
+// serverTLS makes the TLS server side of an accepted connection (the listener and
+// BenchmarkFetchWrite use the same code).
+func serverTLS(tc *net.TCPConn, cfg *tls.Config) *tls.Conn { return tls.Server(tc, cfg) }
 
 // handshake runs the TLS handshake and records a client certificate's principal. false closes
 // the connection.
@@ -54,6 +59,21 @@ func CertificatePrincipal(cert *x509.Certificate) string {
 
 // copyBufSize is the buffer a TLS body is assembled in: large enough for few syscalls and
 // full 16 KiB TLS records, small enough to pool per writing connection.
+//
+// What a TLS fetch costs, and what was measured not to help (BenchmarkFetchWrite, and broker
+// profiles under `weir bench consume --tls`; docs/benchmarks.md, "Fetch over TLS"): each byte
+// is copied by pread into this buffer, sealed by crypto/tls (AES-GCM with AES-NI) into its
+// record buffer, and copied into the socket by write(2), one write per 16 KiB record. The
+// encoded bytes around the slices share the buffer, so no small record is sealed for a header
+// between two slices, and a response allocates nothing. In a broker profile the cipher is
+// about 45% of the CPU and the kernel's send path about 40%; pread is under 5%, so sealing
+// straight from a mapping of the segment would save little and would fault every served page
+// into the process's resident set. Gathering the sealed records into 256 KiB writes (one
+// write(2) per 16 records) lowered the writer's CPU against a fast in-process reader but
+// raised the broker's CPU per MB by about 10% against a real consumer (an extra copy of every
+// byte, and a consumer slower than the broker gains nothing from fewer, larger segments), and so did TCP_CORK
+// around the body; records are written as crypto/tls seals them. Kernel TLS is not used: crypto/tls cannot
+// hand its traffic keys and sequence numbers to the kernel (docs/security.md).
 const copyBufSize = 256 << 10
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
