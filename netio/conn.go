@@ -1,6 +1,7 @@
 package netio
 
 import (
+	"bufio"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -29,7 +31,21 @@ type conn struct {
 	tls  *tls.Conn
 	info ConnInfo
 
-	queue    chan queued
+	// br reads requests from nc (readBufferSize bytes): a size prefix and a small request, or
+	// the start of a large one, come in one read(2); the rest of a large frame is read straight
+	// into the frame's buffer (bufio does not copy reads larger than its buffer).
+	br *bufio.Reader
+
+	queue chan queued
+	// unwritten is the number of replies sent to the writer goroutine and not yet finished by
+	// it. While it is zero the writer is idle and nothing is ahead in the queue, so the reader
+	// may write an immediate reply itself (finishInline) without reordering replies.
+	unwritten atomic.Int32
+	// broken and scratch belong to whichever goroutine writes replies at the time: the writer,
+	// or the reader while unwritten is zero (the queue send and the atomic counter order the
+	// hand-offs). broken is set once a write failed or a Close reply was written.
+	broken   bool
+	scratch  *bytebufferpool.ByteBuffer
 	stopOnce sync.Once
 	stopped  chan struct{}
 	// readDone is closed when the reader returns (info.Closing).
@@ -81,6 +97,11 @@ func newConn(s *Server, tc *net.TCPConn, l Listener) *conn {
 	return c
 }
 
+// readBufferSize is the read-ahead of a connection's reader: enough for a size prefix with a
+// small request (metadata, heartbeats, a fetch) in one read(2), small enough that many idle
+// connections cost little.
+const readBufferSize = 4 << 10
+
 // stopReading makes the reader stop after the request it is reading (graceful shutdown).
 func (c *conn) stopReading() {
 	c.stopOnce.Do(func() {
@@ -94,6 +115,8 @@ func (c *conn) serve() {
 		c.nc.Close()
 		return
 	}
+	c.br = bufio.NewReaderSize(c.nc, readBufferSize)
+	c.scratch = bytebufferpool.Get()
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -104,6 +127,7 @@ func (c *conn) serve() {
 	close(c.queue)
 	<-writerDone
 	c.nc.Close()
+	bytebufferpool.Put(c.scratch)
 }
 
 // readLoop reads, decodes and dispatches requests until an error, a Close reply or shutdown.
@@ -123,7 +147,7 @@ func (c *conn) readLoop() {
 			return
 		default:
 		}
-		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
+		if _, err := io.ReadFull(c.br, sizeBuf[:]); err != nil {
 			c.logReadErr(err)
 			return
 		}
@@ -141,7 +165,7 @@ func (c *conn) readLoop() {
 			return
 		}
 		frame := c.srv.getFrame(int(size))
-		if err := readFrame(c.nc, frame, int(size)); err != nil {
+		if err := readFrame(c.br, frame, int(size)); err != nil {
 			c.done(frame, n)
 			c.logReadErr(err)
 			return
@@ -168,7 +192,16 @@ func (c *conn) readLoop() {
 			c.releaseFrame(frame, n)
 			q.frame, q.size = nil, 0
 		}
-		c.queue <- q // never blocks: pending <= MaxInFlight = cap(queue)
+		if q.reply.Deferred == nil && c.unwritten.Load() == 0 {
+			// Nothing is ahead of this reply and it needs no waiting: write it here rather than
+			// wake the writer goroutine for it (a hand-off costs a wake-up, often of another
+			// thread, per request). Like Kafka's processor, the connection reads its next
+			// request once this reply is out.
+			c.finish(q)
+		} else {
+			c.unwritten.Add(1)
+			c.queue <- q // never blocks: pending <= MaxInFlight = cap(queue)
+		}
 		if q.reply.Close {
 			return
 		}
@@ -368,42 +401,47 @@ func (c *conn) call(api API, req *Request) (reply Reply, ok bool) {
 	return api.Handle(req), true
 }
 
-// writeLoop writes replies in request order. After a write error it keeps draining the queue
-// (running deferred work so its resources are released) without writing.
+// writeLoop writes the replies the reader queued, in request order. After a write error the
+// replies are still finished (deferred work run so its resources are released) without writing.
 func (c *conn) writeLoop() {
-	scratch := bytebufferpool.Get()
-	defer bytebufferpool.Put(scratch)
-	broken := false
 	for q := range c.queue {
-		r := q.reply
-		if r.Deferred != nil {
-			r = c.runDeferred(q, r.Deferred)
-		}
-		if !broken && !r.None && (r.Response != nil || r.Body != nil) {
-			// A client that stops reading must not hold the connection forever: like Kafka's
-			// idle timer, which runs on writes too, connections.max.idle.ms bounds each reply.
-			_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
-			if err := writeReply(c.nc, c.tcp, q.corr, q.key, &r, scratch); err != nil {
-				slog.Debug("connection write", "remote", c.info.Remote, "err", err)
-				broken = true
-				c.nc.Close() // unblocks the reader
-				close(c.dead)
-			}
-		}
-		if r.Body != nil {
-			r.Body.Release()
-		}
-		if o := c.srv.cfg.Observer; o != nil && !q.received.IsZero() {
-			o.RequestDone(q.key, q.version, time.Since(q.received))
-		}
-		if r.Close && !broken {
-			broken = true
-			c.nc.Close()
+		c.finish(q)
+		c.unwritten.Add(-1)
+	}
+}
+
+// finish runs a reply's deferred work, writes it (unless the connection broke), and releases
+// what the request held. Only the goroutine that writes replies at the time calls it (see
+// unwritten).
+func (c *conn) finish(q queued) {
+	r := q.reply
+	if r.Deferred != nil {
+		r = c.runDeferred(q, r.Deferred)
+	}
+	if !c.broken && !r.None && (r.Response != nil || r.Body != nil) {
+		// A client that stops reading must not hold the connection forever: like Kafka's
+		// idle timer, which runs on writes too, connections.max.idle.ms bounds each reply.
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+		if err := writeReply(c.nc, c.tcp, q.corr, q.key, &r, c.scratch); err != nil {
+			slog.Debug("connection write", "remote", c.info.Remote, "err", err)
+			c.broken = true
+			c.nc.Close() // unblocks the reader
 			close(c.dead)
 		}
-		c.releaseDecode(q.decode)
-		c.done(q.frame, q.size)
 	}
+	if r.Body != nil {
+		r.Body.Release()
+	}
+	if o := c.srv.cfg.Observer; o != nil && !q.received.IsZero() {
+		o.RequestDone(q.key, q.version, time.Since(q.received))
+	}
+	if r.Close && !c.broken {
+		c.broken = true
+		c.nc.Close()
+		close(c.dead)
+	}
+	c.releaseDecode(q.decode)
+	c.done(q.frame, q.size)
 }
 
 // chargeDecode counts the decode charge of a frame read (Config.DecodeCost) against the broker

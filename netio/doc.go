@@ -5,8 +5,12 @@
 // Per connection, one reader goroutine reads frames (bounded by MaxRequestBytes: a larger, zero or
 // negative size is logged and the connection closed), parses the request header, decodes the body
 // with franz-go's kmsg, and calls the API's handler, which does the synchronous part of the work
-// (for a produce: the appends) and returns a Reply. Replies go, in request order, to one writer
-// goroutine through a queue. A Reply may be deferred (a produce waiting for fdatasync, a fetch
+// (for a produce: the appends) and returns a Reply. Frames are read through a 4 KiB read-ahead
+// (one read(2) for a size prefix and a small request; the rest of a large frame goes straight
+// into its buffer). A reply that needs no waiting, with no earlier reply still queued, is written
+// by the reader itself (no goroutine hand-off per request; the next request is read once it is
+// out, as Kafka's processor does); other replies go, in request order, to one writer goroutine
+// through a queue. A Reply may be deferred (a produce waiting for fdatasync, a fetch
 // parked on a long poll): the writer runs its Deferred function, which may block, before writing
 // it. So a client's
 // pipelined requests are processed in order and answered in order, while the disk waits of
