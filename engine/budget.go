@@ -61,6 +61,9 @@ func (b *Budget) CheckSegments(n int64) error {
 		return nil
 	}
 	files, maps := segment.Usage()
+	// What the caches of settled segments hold can be evicted to make room (segment/fdcache.go).
+	rf, rm := segment.Reclaimable()
+	files, maps = files-rf, maps-rm
 	if need := n * segment.DescriptorsPerSegment; b.MaxDescriptors > 0 && files+need > b.MaxDescriptors {
 		return &BudgetError{What: "descriptor", Used: files, Need: need, Allowed: b.MaxDescriptors, Limit: b.DescriptorLimit, LimitName: "RLIMIT_NOFILE"}
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-mq/weir/segment"
 	"github.com/weir-mq/weir/vfs"
 )
 
@@ -493,6 +494,9 @@ func (m *Manager) startLoops() {
 		}()
 	}
 	loop(m.cfg.RetentionCheckInterval, func() {
+		// Descriptors and index mappings of inactive segments nobody read since the last run
+		// go (segment/fdcache.go); a later read opens them again.
+		segment.EvictIdle()
 		m.retryDeletes()
 		if n, err := m.RunRetention(); err != nil {
 			slog.Error("retention", "err", err)
