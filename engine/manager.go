@@ -87,6 +87,9 @@ type Manager struct {
 	ids    map[TopicPartition][16]byte
 	closed bool
 
+	// settleBuf is the settle loop's list of logs, reused each run (owned by that goroutine).
+	settleBuf []*Log
+
 	// ckptMu serializes checkpoint writers.
 	ckptMu sync.Mutex
 	stop   chan struct{}
@@ -473,6 +476,29 @@ func (m *Manager) RunRetention() (int, error) {
 	return total, errors.Join(errs...)
 }
 
+// settleInterval is how often idle active segments are settled (settleIdle): a partition that
+// took no append for one to two intervals, with everything durable, lets its descriptor and index
+// mappings be evicted like an inactive segment's.
+const settleInterval = time.Second
+
+// settleIdle settles the active segment of every log idle since the previous run
+// (segment.SettleIfIdle), so that a broker holds more partitions than descriptors and mappings:
+// an idle partition's are cached and evicted like an inactive segment's, and its next append opens
+// them again.
+func (m *Manager) settleIdle() {
+	m.mu.RLock()
+	buf := m.settleBuf[:0]
+	for _, l := range m.logs {
+		buf = append(buf, l)
+	}
+	m.mu.RUnlock()
+	for i, l := range buf {
+		l.settleIfIdle()
+		buf[i] = nil
+	}
+	m.settleBuf = buf[:0]
+}
+
 func (m *Manager) startLoops() {
 	loop := func(every time.Duration, f func()) {
 		if every < 0 {
@@ -504,6 +530,7 @@ func (m *Manager) startLoops() {
 			slog.Info("retention deleted segments", "segments", n)
 		}
 	})
+	loop(settleInterval, m.settleIdle)
 	loop(m.cfg.CheckpointInterval, func() {
 		if err := m.Checkpoint(); err != nil {
 			slog.Error("checkpoint", "err", err)

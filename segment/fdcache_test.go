@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weir-mq/weir/segment"
+	"github.com/weir-mq/weir/vfs"
 )
 
 // fdcSealed makes n settled segments (created, filled, rolled and sealed) in dir and returns them
@@ -292,4 +293,53 @@ func errString(err error) string {
 		return "wrong result"
 	}
 	return err.Error()
+}
+
+// An idle, synced active segment settles (SettleIfIdle on the second call with no append in
+// between), its descriptor and indexes are evicted, and the next appends, reads, roll and close
+// work as if nothing happened; a reopened copy has the same indexes.
+func TestFDCacheSettleIdleActive(t *testing.T) {
+	fdcLimits(t, 1, 1)
+	dir := t.TempDir()
+	cfg := segment.Config{IndexIntervalBytes: 300, MaxIndexBytes: 64 << 10}
+	s := segCreate(t, dir, 0, cfg)
+	batches := segFill(t, s, rand.New(rand.NewSource(1)), 20)
+	if s.SettleIfIdle() {
+		t.Fatal("settled before a sync")
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if !s.SettleIfIdle() { // the second look with no append in between
+		t.Fatal("idle synced segment not settled")
+	}
+	others, _ := fdcSealed(t, t.TempDir(), 3, 5) // evict s's descriptor and indexes
+	for _, o := range others {
+		defer o.Close()
+	}
+	if s.IndexesMapped() {
+		t.Fatal("settled active segment's indexes still mapped past the bound")
+	}
+	if !s.CanHold(s.NextOffset()) {
+		t.Fatal("evicted active segment cannot take appends")
+	}
+	batches = append(batches, segFill(t, s, rand.New(rand.NewSource(2)), 20)...)
+	segCheckReads(t, s, batches)
+	if err := s.MarkInactive(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	next := s.NextOffset()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := segment.OpenSealed(vfs.OS, dir, 0, cfg, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	segCheckReads(t, r, batches)
+	segCheckIndexes(t, r, segModel(batches, 0, cfg.IndexIntervalBytes, true))
 }
