@@ -116,6 +116,9 @@ func computeBudget(cfg *Config) (*engine.Budget, error) {
 	segment.SetLogDescriptorCacheSize(max(fdCache, 0))
 	segment.SetIndexMappingCacheSize(max(idxCache, 0))
 	segment.SetCeilings(b.MaxDescriptors, b.MaxMappings)
+	// Idle partitions hold no descriptor or mapping of their own once settled: the budget checks
+	// room for the next segment, not for every partition created (engine.Budget.Settling).
+	b.Settling = fdCache > 0 && idxCache > 0 && b.MaxDescriptors > 0 && b.MaxMappings > 0
 	used, maps := b.Usage()
 	slog.Info("partition budget", "descriptors_allowed", b.MaxDescriptors, "RLIMIT_NOFILE", b.DescriptorLimit,
 		"mappings_allowed", b.MaxMappings, "vm.max_map_count", b.MappingLimit,
