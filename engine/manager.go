@@ -553,6 +553,9 @@ func (m *Manager) RemoveExpiredProducers() int {
 	return n
 }
 
+// closeConcurrency bounds the logs closed at once (closeLogs).
+const closeConcurrency = 64
+
 func (m *Manager) closeLogs() error {
 	var errs []error
 	m.mu.Lock()
@@ -560,10 +563,15 @@ func (m *Manager) closeLogs() error {
 	m.mu.Unlock()
 	var wg sync.WaitGroup
 	var errMu sync.Mutex
+	// Bounded: each close may open an idle partition's evicted descriptor and indexes again
+	// (the final time index entry, the sync), so all at once could run out of descriptors.
+	sem := make(chan struct{}, closeConcurrency)
 	for _, l := range logs {
 		wg.Add(1)
+		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
+			defer func() { <-sem }()
 			if err := l.Close(); err != nil {
 				errMu.Lock()
 				errs = append(errs, err)

@@ -33,6 +33,15 @@ func (s *Segment) Sync() error {
 	return nil
 }
 
+// Settle settles a segment whose bytes are all durable, with no appender running (the log being
+// opened): its descriptor and index mappings go to the caches (fdcache.go) until an append, roll or
+// truncation takes them back.
+func (s *Segment) Settle() {
+	s.idleSeq.Store(s.appendSeq.Load())
+	s.syncedSeq.Store(s.appendSeq.Load())
+	s.settle()
+}
+
 // SettleIfIdle settles the active segment when nothing was appended to it since the previous call
 // and everything appended before is durable (synced): an idle partition's .log descriptor and
 // index mappings then count against the caches like an inactive segment's (fdcache.go), so a
