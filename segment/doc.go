@@ -44,7 +44,9 @@
 // are closed once mapped, as Kafka's) descriptors and IndexMappingsPerSegment (2) mappings, plus
 // its read mapping once made; a segment opened with OpenSealed maps its indexes only at a reader's
 // first lookup (lazyindex.go, Kafka's LazyIndex). A settled segment (inactive and durable: opened
-// sealed, or rolled and sealed) holds its .log descriptor and its index mappings only while two
+// sealed, or rolled and sealed; or an active one that is durable and idle: Settle when its log is
+// opened, SettleIfIdle called by the engine each second; the next Append, roll or truncation
+// takes it back) holds its .log descriptor and its index mappings only while two
 // process-wide CLOCK caches keep them (fdcache.go: SetLogDescriptorCacheSize,
 // SetIndexMappingCacheSize, SetCeilings, EvictIdle); readers pin what they use (a Slice pins the
 // descriptor until Release, a lookup pins the indexes), and an evicted descriptor or mapping goes
