@@ -120,6 +120,9 @@ func SetCeilings(descriptors, mappings int64) {
 // the segments outside it hold plus the entries stay under the ceiling (at least 1 entry).
 func (c *clockCache) bound(n int) int64 {
 	limit := c.limit.Load()
+	if limit <= 0 {
+		return 0 // unbounded: nothing is evicted, as in Kafka
+	}
 	var room int64
 	switch c.kind {
 	case kindLog:
@@ -135,11 +138,7 @@ func (c *clockCache) bound(n int) int64 {
 		}
 		room = (ceil - (liveMappings.Load() - IndexMappingsPerSegment*int64(n))) / IndexMappingsPerSegment
 	}
-	room = max(room, 1)
-	if limit <= 0 || room < limit {
-		return room
-	}
-	return limit
+	return min(max(room, 1), limit)
 }
 
 // SetLogDescriptorCacheSize bounds the .log descriptors held open by settled (inactive, durable)

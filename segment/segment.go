@@ -101,14 +101,14 @@ func Usage() (descriptors, mappings int64) {
 }
 
 // Reclaimable returns the part of Usage the caches of settled segments evict when the room is
-// needed (fdcache.go): what new segments can take without the process holding more. Only a cache
-// under a ceiling (SetCeilings) gives room back.
+// needed (fdcache.go): what new segments can take without the process holding more. Only a
+// bounded cache under a ceiling (SetCeilings) gives room back.
 func Reclaimable() (descriptors, mappings int64) {
 	c := Caches()
-	if descriptorCeiling.Load() > 0 {
+	if descriptorCeiling.Load() > 0 && logCache.limit.Load() > 0 {
 		descriptors = int64(c.Descriptors)
 	}
-	if mappingCeiling.Load() > 0 {
+	if mappingCeiling.Load() > 0 && idxCache.limit.Load() > 0 {
 		mappings = IndexMappingsPerSegment * int64(c.IndexPairs)
 	}
 	return descriptors, mappings
