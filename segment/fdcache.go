@@ -302,6 +302,15 @@ func (s *Segment) evict(kind cacheKind) {
 	var p *indexPair
 	if s.settled.Load() && !s.idxGone {
 		p = s.idx.Swap(nil)
+		if p != nil && !p.sealed {
+			// A writable pair is trimmed to its entries now, under its current name (later it
+			// is closed without touching the files, which may be renamed by then): its file
+			// may hold entries past the valid ones (a truncation or recovery reset it), which a
+			// later open would count again. Readers of a settled segment read only valid
+			// entries, so the trim does not cut under them.
+			_ = p.offset.TrimToValidSize()
+			_ = p.time.TrimToValidSize()
+		}
 	}
 	s.idxMu.Unlock()
 	if p != nil {

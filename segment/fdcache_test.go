@@ -128,9 +128,10 @@ func TestFDCacheBoundsDescriptorsAndMappings(t *testing.T) {
 // (TruncateTo reopens and keeps it), and the descriptor is held outside the cache from then on.
 func TestFDCacheTruncateEvicted(t *testing.T) {
 	fdcLimits(t, 1, 1)
-	segs, all := fdcSealed(t, t.TempDir(), 3, 20)
+	dir := t.TempDir()
+	segs, all := fdcSealed(t, dir, 3, 20)
 	defer func() {
-		for _, s := range segs {
+		for _, s := range segs[1:] {
 			_ = s.Close()
 		}
 	}()
@@ -144,6 +145,26 @@ func TestFDCacheTruncateEvicted(t *testing.T) {
 	}
 	more := append(all[0][:10:10], segFill(t, s, rand.New(rand.NewSource(9)), 10)...)
 	segCheckReads(t, s, more)
+	// Settled again and evicted: the indexes the truncation reset are trimmed at eviction, so a
+	// reopen does not count the dropped entries again.
+	if err := s.MarkInactive(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	segment.EvictIdle()
+	segment.EvictIdle()
+	next := s.NextOffset()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := segment.OpenSealed(vfs.OS, dir, 0, segment.Config{IndexIntervalBytes: 300, MaxIndexBytes: 64 << 10}, next)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer r.Close()
+	segCheckReads(t, r, more)
 }
 
 func segIndex(segs []*segment.Segment, s *segment.Segment) int {
