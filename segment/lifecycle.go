@@ -96,18 +96,11 @@ func (s *Segment) AppendFinalTimeIndexEntry() error {
 	if s.sealed.Load() {
 		return nil // an inactive segment got its final entry when it rolled
 	}
-	p := s.pinMappedIndexes()
-	if p == nil { // the indexes of an idle active segment were evicted: map them again
-		if _, err := s.writableIndexes(); err != nil {
-			return fmt.Errorf("final time index entry of %s: %w", s.name, err)
-		}
-		if p = s.pinMappedIndexes(); p == nil {
-			return nil
-		}
-	}
-	defer p.unpin()
-	if p.sealed {
-		return nil // an inactive segment got its final entry when it rolled
+	// The active segment's indexes may have been evicted, or mapped read-only by a reader since
+	// (fdcache.go): the entry goes into writable ones.
+	p, err := s.writableIndexes()
+	if err != nil {
+		return fmt.Errorf("final time index entry of %s: %w", s.name, err)
 	}
 	if err := p.time.MaybeAppend(ts, s.offsetOfMaxTimestamp, true); err != nil && !errors.Is(err, index.ErrIndexFull) {
 		return fmt.Errorf("final time index entry of %s: %w", s.name, err)

@@ -359,7 +359,9 @@ func (s *Segment) IsSealed() bool { return s.sealed.Load() }
 func (s *Segment) CanHold(lastOffset int64) bool {
 	rel := lastOffset - s.baseOffset
 	p := s.idx.Load()
-	if p == nil && !s.sealed.Load() { // an idle active segment whose indexes were evicted
+	if (p == nil || p.sealed) && !s.sealed.Load() {
+		// An idle active segment whose indexes were evicted, or mapped read-only by a reader
+		// since: the appender maps them writable again.
 		p, _ = s.writableIndexes()
 	}
 	return rel >= 0 && rel <= math.MaxInt32 && p != nil && !p.sealed && !p.offset.IsFull() && !p.time.IsFull()
