@@ -2,15 +2,17 @@ package segment
 
 // Bounded descriptors and index mappings of settled segments.
 //
-// A process with many partitions has many more inactive segments than it can keep a descriptor
-// open for (RLIMIT_NOFILE) or keep mapped (vm.max_map_count). A segment is settled once it is
-// inactive and durable: opened sealed at start (OpenSealed, LoadSealed) or rolled and then
-// sealed (Seal after MarkInactive). The .log descriptor and the index mappings of a settled segment
-// are entries of two process-wide caches bounded by SetLogDescriptorCacheSize and
-// SetIndexMappingCacheSize; when a cache is over its bound, an entry is evicted. An evicted
-// descriptor or mapping is opened again by the next reader that needs it. Active segments (and
-// any segment the appender works on: TruncateTo, Recover) are not settled: they keep their
-// descriptor and indexes.
+// A process with many partitions has many more segments than it can keep a descriptor open for
+// (RLIMIT_NOFILE) or keep mapped (vm.max_map_count). A segment is settled once it is durable and
+// nothing writes it: inactive (opened sealed at start: OpenSealed, LoadSealed; or rolled and then
+// sealed: Seal after MarkInactive), or active and idle with everything synced (Settle when its
+// log is opened, SettleIfIdle called by the engine). The .log descriptor and the index mappings of
+// a settled segment are entries of two process-wide caches bounded by SetLogDescriptorCacheSize
+// and SetIndexMappingCacheSize (and SetCeilings); when a cache is over its bound, an entry is
+// evicted. An evicted descriptor or mapping is opened again by the next reader that needs it. The
+// appender unsettles a segment before it changes it (Append, MarkInactive, TruncateTo, Recover):
+// a segment being written keeps its descriptor and indexes. An evicted writable index pair is
+// trimmed to its entries at eviction, under its current name.
 //
 // Pins: each open descriptor (fileRef) and each index pair counts its pins: one for being
 // installed in the segment, one per reader using it (a Slice until Release, a header read, a
