@@ -104,10 +104,26 @@ func computeBudget(cfg *Config) (*engine.Budget, error) {
 		// the indexes of new segments (reads then use pread).
 		segment.SetReadMappingLimit(b.MaxMappings * 3 / 4)
 	}
+	// The caches of inactive segments' descriptors and index mappings (segment/fdcache.go).
+	fdCache := keyStorageDescriptorCacheSize.Get(cfg)
+	if fdCache == -1 {
+		fdCache = int64(soft) / 2
+	}
+	idxCache := keyStorageIndexCacheSize.Get(cfg)
+	if idxCache == -1 {
+		idxCache = b.MaxMappings / 8
+	}
+	segment.SetLogDescriptorCacheSize(max(fdCache, 0))
+	segment.SetIndexMappingCacheSize(max(idxCache, 0))
+	segment.SetCeilings(b.MaxDescriptors, b.MaxMappings)
+	// Idle partitions hold no descriptor or mapping of their own once settled: the budget checks
+	// room for the next segment, not for every partition created (engine.Budget.Settling).
+	b.Settling = fdCache > 0 && idxCache > 0 && b.MaxDescriptors > 0 && b.MaxMappings > 0
 	used, maps := b.Usage()
 	slog.Info("partition budget", "descriptors_allowed", b.MaxDescriptors, "RLIMIT_NOFILE", b.DescriptorLimit,
 		"mappings_allowed", b.MaxMappings, "vm.max_map_count", b.MappingLimit,
-		"descriptors_used", used, "mappings_used", maps)
+		"descriptors_used", used, "mappings_used", maps,
+		"descriptor_cache", max(fdCache, 0), "index_cache_segments", max(idxCache, 0))
 	return b, nil
 }
 

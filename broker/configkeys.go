@@ -205,6 +205,8 @@ var (
 	keyRequestTimeout                   = msKey("request.timeout.ms")
 	keyStorageDescriptorBudget          = longKey("storage.descriptor.budget")
 	keyStorageMappingBudget             = longKey("storage.mapping.budget")
+	keyStorageDescriptorCacheSize       = longKey("storage.descriptor.cache.size")
+	keyStorageIndexCacheSize            = longKey("storage.index.cache.size")
 	keyMetricsListener                  = stringKey("metrics.listener")
 	keyMetricsPprofEnable               = boolKey("metrics.pprof.enable")
 	keyListenerSecurityProtocolMap      = stringKey("listener.security.protocol.map")

@@ -27,6 +27,12 @@ type Budget struct {
 	// vm.max_map_count it was derived from.
 	MaxMappings  int64
 	MappingLimit int64
+	// Settling is set when the descriptors and index mappings of inactive and idle segments are
+	// cached and evicted under these limits (segment/fdcache.go, segment.SetCeilings): a new
+	// partition's segment then holds its descriptor and mappings only until it goes idle (about
+	// a second, engine's settle loop), so a creation of n partitions is checked for room for one
+	// more segment beside the segments that cannot be evicted, not for n.
+	Settling bool
 }
 
 // BudgetError is a refusal by the budget. It wraps ErrResourceExhausted.
@@ -60,7 +66,13 @@ func (b *Budget) CheckSegments(n int64) error {
 	if b == nil || n <= 0 {
 		return nil
 	}
+	if b.Settling {
+		n = min(n, 1)
+	}
 	files, maps := segment.Usage()
+	// What the caches of settled segments hold can be evicted to make room (segment/fdcache.go).
+	rf, rm := segment.Reclaimable()
+	files, maps = files-rf, maps-rm
 	if need := n * segment.DescriptorsPerSegment; b.MaxDescriptors > 0 && files+need > b.MaxDescriptors {
 		return &BudgetError{What: "descriptor", Used: files, Need: need, Allowed: b.MaxDescriptors, Limit: b.DescriptorLimit, LimitName: "RLIMIT_NOFILE"}
 	}

@@ -56,7 +56,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -732,7 +731,7 @@ func (l *Log) producerLastOffsets() map[int64]int64 {
 
 // segmentReader reads a sealed segment's batches in order through a buffer, checking each.
 type segmentReader struct {
-	file     *os.File
+	seg      *segment.Segment // read through a pinned descriptor (segment.ReadAt)
 	name     string
 	size     int64
 	filePos  int64 // file position of buf[0]
@@ -742,7 +741,7 @@ type segmentReader struct {
 }
 
 func (r *segmentReader) reset(s *segment.Segment, bufSize, maxBatch int) {
-	r.file, r.name, r.size = s.File(), s.LogPath(), s.Size()
+	r.seg, r.name, r.size = s, s.LogPath(), s.Size()
 	r.filePos, r.lo, r.hi, r.maxBatch = 0, 0, 0, maxBatch
 	if len(r.buf) < bufSize {
 		r.buf = make([]byte, bufSize)
@@ -763,7 +762,7 @@ func (r *segmentReader) fill(need int) error {
 	}
 	want := min(int64(len(r.buf)), r.size-r.filePos)
 	for int64(r.hi) < want {
-		n, err := r.file.ReadAt(r.buf[r.hi:want], r.filePos+int64(r.hi))
+		n, err := r.seg.ReadAt(r.buf[r.hi:want], r.filePos+int64(r.hi))
 		r.hi += n
 		if err != nil && !(err == io.EOF && int64(r.hi) >= want) {
 			if err == io.EOF {

@@ -99,7 +99,10 @@
 // before it only by header) and later segments after a truncation are deleted. A recovered
 // segment is synced only when recovery checked or cut bytes past the recovery point. Segments that
 // need no recovery, except the last, are opened sealed (segment.OpenSealed): one descriptor, no
-// mapping until a reader's first index lookup. Zeros after a
+// mapping until a reader's first index lookup. Inactive, durable segments hold their descriptor
+// and index mappings only while the process-wide caches keep them (segment/fdcache.go, bounded by
+// storage.descriptor.cache.size and storage.index.cache.size); the retention loop also evicts what
+// was not used since its previous run (segment.EvictIdle). Zeros after a
 // segment's last batch (a preallocated segment, preallocate, that a crash left untrimmed) are
 // trimmed as the segment's end, not a truncation.
 //

@@ -110,6 +110,10 @@ func OpenLog(o OpenOptions) (*Log, error) {
 		return nil, err
 	}
 	l.flush.init(l, l.nextOffset)
+	// Everything loaded is durable (a clean shutdown, a recovery, or a new empty segment): the
+	// active segment's descriptor and indexes may go to the caches at once (segment/fdcache.go),
+	// so opening more partitions than descriptors works; the first append takes them back.
+	last.Settle()
 	return l, nil
 }
 

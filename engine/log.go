@@ -824,6 +824,18 @@ func (l *Log) DeleteExpiredSegments() (int, error) {
 
 // Close flushes (when the log is durable, or as a clean shutdown always does), trims the
 // indexes and closes every segment.
+// settleIfIdle settles the active segment when it took no append since the previous call and is
+// durable (segment.SettleIfIdle), under the append lock as that requires. Memory logs and closed
+// logs are skipped.
+func (l *Log) settleIfIdle() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.active == nil {
+		return
+	}
+	l.active.SettleIfIdle()
+}
+
 func (l *Log) Close() error {
 	l.structMu.Lock() // compaction: a segment swap in progress finishes first
 	defer l.structMu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-mq/weir/segment"
 	"github.com/weir-mq/weir/vfs"
 )
 
@@ -85,6 +86,9 @@ type Manager struct {
 	dirOf  map[TopicPartition]*dirState
 	ids    map[TopicPartition][16]byte
 	closed bool
+
+	// settleBuf is the settle loop's list of logs, reused each run (owned by that goroutine).
+	settleBuf []*Log
 
 	// ckptMu serializes checkpoint writers.
 	ckptMu sync.Mutex
@@ -472,6 +476,29 @@ func (m *Manager) RunRetention() (int, error) {
 	return total, errors.Join(errs...)
 }
 
+// settleInterval is how often idle active segments are settled (settleIdle): a partition that
+// took no append for one to two intervals, with everything durable, lets its descriptor and index
+// mappings be evicted like an inactive segment's.
+const settleInterval = time.Second
+
+// settleIdle settles the active segment of every log idle since the previous run
+// (segment.SettleIfIdle), so that a broker holds more partitions than descriptors and mappings:
+// an idle partition's are cached and evicted like an inactive segment's, and its next append opens
+// them again.
+func (m *Manager) settleIdle() {
+	m.mu.RLock()
+	buf := m.settleBuf[:0]
+	for _, l := range m.logs {
+		buf = append(buf, l)
+	}
+	m.mu.RUnlock()
+	for i, l := range buf {
+		l.settleIfIdle()
+		buf[i] = nil
+	}
+	m.settleBuf = buf[:0]
+}
+
 func (m *Manager) startLoops() {
 	loop := func(every time.Duration, f func()) {
 		if every < 0 {
@@ -493,6 +520,9 @@ func (m *Manager) startLoops() {
 		}()
 	}
 	loop(m.cfg.RetentionCheckInterval, func() {
+		// Descriptors and index mappings of inactive segments nobody read since the last run
+		// go (segment/fdcache.go); a later read opens them again.
+		segment.EvictIdle()
 		m.retryDeletes()
 		if n, err := m.RunRetention(); err != nil {
 			slog.Error("retention", "err", err)
@@ -500,6 +530,7 @@ func (m *Manager) startLoops() {
 			slog.Info("retention deleted segments", "segments", n)
 		}
 	})
+	loop(settleInterval, m.settleIdle)
 	loop(m.cfg.CheckpointInterval, func() {
 		if err := m.Checkpoint(); err != nil {
 			slog.Error("checkpoint", "err", err)
@@ -522,6 +553,9 @@ func (m *Manager) RemoveExpiredProducers() int {
 	return n
 }
 
+// closeConcurrency bounds the logs closed at once (closeLogs).
+const closeConcurrency = 64
+
 func (m *Manager) closeLogs() error {
 	var errs []error
 	m.mu.Lock()
@@ -529,10 +563,15 @@ func (m *Manager) closeLogs() error {
 	m.mu.Unlock()
 	var wg sync.WaitGroup
 	var errMu sync.Mutex
+	// Bounded: each close may open an idle partition's evicted descriptor and indexes again
+	// (the final time index entry, the sync), so all at once could run out of descriptors.
+	sem := make(chan struct{}, closeConcurrency)
 	for _, l := range logs {
 		wg.Add(1)
+		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
+			defer func() { <-sem }()
 			if err := l.Close(); err != nil {
 				errMu.Lock()
 				errs = append(errs, err)

@@ -244,6 +244,7 @@ func TestFlushOutOfDescriptorsIsRetried(t *testing.T) {
 }
 
 func TestBudgetRefusesCreateAndRoll(t *testing.T) {
+	skipWithBoundedCaches(t)
 	fsys := vfs.NewFaultFS(vfs.OS)
 	files, _ := segment.Usage()
 	// Room for exactly three more segments in this process.

@@ -109,7 +109,9 @@ func newTranslateFixture(b *testing.B, valueBytes int) *translateFixture {
 	for i := range fx.offsets {
 		fx.offsets[i] = rng.Int64N(fx.active.NextOffset())
 	}
-	m, err := mmap.MapRegion(fx.sealed.File(), int(fx.sealed.Size()), mmap.RDONLY, 0, 0)
+	sl, _ := fx.sealed.Slice(0, fx.sealed.Size())
+	m, err := mmap.MapRegion(sl.File, int(fx.sealed.Size()), mmap.RDONLY, 0, 0)
+	sl.Release()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -220,7 +222,9 @@ func BenchmarkTranslateOffset(b *testing.B) {
 func translateChunked(seg *segment.Segment, offset int64) (record.Header, bool, error) {
 	var buf [8 << 10]byte
 	_, pos := seg.OffsetIndex().Lookup(offset)
-	fd := int(seg.File().Fd())
+	sl, _ := seg.Slice(0, seg.Size())
+	defer sl.Release()
+	fd := int(sl.File.Fd())
 	size := seg.Size()
 	for pos+record.HeaderSize <= size {
 		n, err := unix.Pread(fd, buf[:min(int64(len(buf)), size-pos)], pos)

@@ -34,16 +34,24 @@
 // recovery like a torn tail, reported as a zero tail.
 //
 // Lifetime: a Segment is reference counted. Its Log holds one reference; a reader Acquires one
-// before using the segment (a returned Slice holds one until Release). Close, Delete and
+// before using the segment (a returned Slice holds one, and a pin on the .log's descriptor, until
+// Release). Close, Delete and
 // RenameDeleted drop the Log's reference; files are unmapped and closed when the last reference
 // goes. Delete unlinks at once; RenameDeleted renames the files <name>.deleted for the caller to
 // remove later (file.delete.delay.ms); either way open descriptors stay valid.
 //
-// Resources: an open segment holds DescriptorsPerSegment (1, the .log: index descriptors are
-// closed once mapped, as Kafka's) descriptors and IndexMappingsPerSegment (2) mappings, plus its
-// read mapping once made; a segment opened with OpenSealed maps its indexes only at a reader's
-// first lookup and keeps them mapped until it closes (lazyindex.go, Kafka's LazyIndex); Usage reports what the
-// process's segments hold (the engine's budget checks it), and SetReadMappingLimit makes reads use
+// Resources: an open segment holds at most DescriptorsPerSegment (1, the .log: index descriptors
+// are closed once mapped, as Kafka's) descriptors and IndexMappingsPerSegment (2) mappings, plus
+// its read mapping once made; a segment opened with OpenSealed maps its indexes only at a reader's
+// first lookup (lazyindex.go, Kafka's LazyIndex). A settled segment (inactive and durable: opened
+// sealed, or rolled and sealed; or an active one that is durable and idle: Settle when its log is
+// opened, SettleIfIdle called by the engine each second; the next Append, roll or truncation
+// takes it back) holds its .log descriptor and its index mappings only while two
+// process-wide CLOCK caches keep them (fdcache.go: SetLogDescriptorCacheSize,
+// SetIndexMappingCacheSize, SetCeilings, EvictIdle); readers pin what they use (a Slice pins the
+// descriptor until Release, a lookup pins the indexes), and an evicted descriptor or mapping goes
+// with its last pin. Usage reports what the process's segments hold and Reclaimable what the caches
+// could give back (the engine's budget checks both), and SetReadMappingLimit makes reads use
 // pread rather than map past a limit. A segment being created that cannot be completed (no
 // descriptor or mapping left) is closed and its files removed, so the create can be retried. Files
 // are created with vfs.FileMode (0600).

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/weir-mq/weir/index"
 	"github.com/weir-mq/weir/record"
@@ -31,6 +32,39 @@ type indexPair struct {
 	time   *index.TimeIndex
 	// sealed: opened at the files' lengths for reading only (full, no append).
 	sealed bool
+	// pins: 1 while installed in the segment (idx) plus one per reader inside a lookup; the
+	// mappings go with the last (fdcache.go).
+	pins atomic.Int32
+}
+
+// tryPin takes a pin unless the pair is already closed.
+func (p *indexPair) tryPin() bool {
+	for {
+		n := p.pins.Load()
+		if n <= 0 {
+			return false
+		}
+		if p.pins.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// unpin drops a pin; the last one unmaps the pair (and trims the files by name unless they were
+// marked unlinked).
+func (p *indexPair) unpin() {
+	if p.pins.Add(-1) == 0 {
+		liveMappings.Add(-p.mappings())
+		p.close()
+	}
+}
+
+// retire drops the installed pin of a pair that was replaced or evicted: it never touches its
+// files by name again (they may have been renamed since, and a newer pair owns them).
+func (p *indexPair) retire() {
+	p.offset.Unlinked()
+	p.time.Unlinked()
+	p.unpin()
 }
 
 // mappings returns the number of mappings the pair holds.
@@ -83,6 +117,7 @@ func openIndexPair(fsys vfs.FS, offsetPath, timePath string, base int64, maxInde
 		return nil, err
 	}
 	p := &indexPair{offset: oi, time: ti, sealed: sealed}
+	p.pins.Store(1)
 	liveMappings.Add(p.mappings())
 	return p, nil
 }
@@ -97,10 +132,10 @@ func OpenSealed(fsys vfs.FS, dir string, baseOffset int64, cfg Config, nextBase 
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.log.Stat()
+	st, err := s.ownFile().Stat()
 	if err != nil {
 		s.closeFiles()
-		return nil, fmt.Errorf("stat segment %s: %w", s.log.Name(), err)
+		return nil, fmt.Errorf("stat segment %s: %w", s.name, err)
 	}
 	s.created = st.ModTime()
 	s.size.Store(st.Size())
@@ -111,7 +146,7 @@ func OpenSealed(fsys vfs.FS, dir string, baseOffset int64, cfg Config, nextBase 
 		if errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("%w: %w", index.ErrCorruptIndex, err)
 		}
-		return nil, fmt.Errorf("open segment %s: %w", s.log.Name(), err)
+		return nil, fmt.Errorf("open segment %s: %w", s.name, err)
 	}
 	defer func() {
 		liveMappings.Add(-p.mappings())
@@ -131,41 +166,75 @@ func OpenSealed(fsys vfs.FS, dir string, baseOffset int64, cfg Config, nextBase 
 	}
 	s.nextOffset.Store(nextBase)
 	s.sealed.Store(true)
+	s.settle()
 	return s, nil
 }
 
-// indexes returns the segment's indexes, mapping them first when the segment was opened without
-// (OpenSealed). It returns nil when they cannot be mapped (the segment is closed, its files were
-// removed, or no descriptor or mapping is left): a reader then scans the segment from its start,
-// which is slower but correct.
-func (s *Segment) indexes() *indexPair {
-	if p := s.idx.Load(); p != nil {
-		return p
+// pinIndexes returns the segment's indexes pinned (unpin when done), mapping them first when
+// they are not (OpenSealed, or evicted: fdcache.go). It returns nil when they cannot be mapped
+// (the segment is closed, its files were removed, or no descriptor or mapping is left): a reader
+// then scans the segment from its start, which is slower but correct.
+func (s *Segment) pinIndexes() *indexPair {
+	for {
+		p := s.idx.Load()
+		if p == nil {
+			return s.mapIndexes()
+		}
+		if p.tryPin() {
+			if !s.used[kindIndex].Load() {
+				s.used[kindIndex].Store(true)
+			}
+			return p
+		}
 	}
+}
+
+// mapIndexes maps the indexes read-only and installs them, returning them pinned.
+func (s *Segment) mapIndexes() *indexPair {
 	s.idxMu.Lock()
-	defer s.idxMu.Unlock()
-	if p := s.idx.Load(); p != nil {
+	if p := s.idx.Load(); p != nil && p.tryPin() {
+		s.idxMu.Unlock()
 		return p
 	}
 	if s.refs.Load() <= 0 || s.idxGone {
+		s.idxMu.Unlock()
 		return nil
 	}
 	op, tp := s.indexPaths()
 	p, err := openIndexPair(s.fsys, op, tp, s.baseOffset, s.cfg.MaxIndexBytes, true)
 	if err != nil {
+		s.idxMu.Unlock()
 		return nil
 	}
+	p.pins.Add(1) // the caller's
 	s.idx.Store(p)
+	settled := s.settled.Load()
+	s.idxMu.Unlock()
+	s.used[kindIndex].Store(true)
+	if settled {
+		idxCache.add(s)
+	}
 	return p
 }
 
-// mappedIndexes returns the indexes if they are mapped, without mapping them.
-func (s *Segment) mappedIndexes() *indexPair { return s.idx.Load() }
+// pinMappedIndexes returns the indexes pinned if they are mapped, without mapping them.
+func (s *Segment) pinMappedIndexes() *indexPair {
+	for {
+		p := s.idx.Load()
+		if p == nil || p.tryPin() {
+			return p
+		}
+	}
+}
 
 // writableIndexes returns indexes that take appends, for the appender: indexes mapped sealed (or
-// not at all) are replaced by ones grown to the maximum; a replaced pair stays mapped until the
-// segment's files close (a reader may be inside it).
+// not at all) are replaced by ones grown to the maximum; a replaced pair stays mapped until its
+// last reader unpins it. A settled segment is unsettled first (its indexes must not be evicted
+// under the appender).
 func (s *Segment) writableIndexes() (*indexPair, error) {
+	if s.settled.Load() {
+		s.unsettle()
+	}
 	if p := s.idx.Load(); p != nil && !p.sealed {
 		return p, nil
 	}
@@ -177,28 +246,23 @@ func (s *Segment) writableIndexes() (*indexPair, error) {
 	op, tp := s.indexPaths()
 	p, err := openIndexPair(s.fsys, op, tp, s.baseOffset, s.cfg.MaxIndexBytes, false)
 	if err != nil {
-		return nil, fmt.Errorf("open indexes of %s: %w", s.log.Name(), err)
+		return nil, fmt.Errorf("open indexes of %s: %w", s.name, err)
 	}
 	if old := s.idx.Swap(p); old != nil {
-		s.retiredIdx = append(s.retiredIdx, old)
+		old.retire() // a reader inside it keeps it mapped until it unpins
 	}
 	return p, nil
 }
 
-// closeIndexes closes every index pair the segment mapped. Called with the last reference gone.
+// closeIndexes drops the installed index pair for good. Called with the last reference gone.
 func (s *Segment) closeIndexes() {
 	s.idxMu.Lock()
-	defer s.idxMu.Unlock()
-	pairs := s.retiredIdx
-	if p := s.idx.Swap(nil); p != nil {
-		pairs = append(pairs, p)
-	}
-	for _, p := range pairs {
-		liveMappings.Add(-p.mappings())
-		p.close()
-	}
-	s.retiredIdx = nil
+	p := s.idx.Swap(nil)
 	s.idxGone = true
+	s.idxMu.Unlock()
+	if p != nil {
+		p.unpin()
+	}
 }
 
 // IndexesMapped reports whether the segment's indexes are mapped (tests, tools).

@@ -14,15 +14,54 @@ import (
 
 	"github.com/weir-mq/weir/index"
 	"github.com/weir-mq/weir/record"
+	"github.com/weir-mq/weir/vfs"
 )
 
 // Sync fdatasyncs the .log (and the .txnindex when it changed): every byte appended before the
 // call is durable when it returns.
 func (s *Segment) Sync() error {
-	if err := s.log.Sync(); err != nil {
-		return fmt.Errorf("sync segment %s: %w", s.log.Name(), err)
+	seq := s.appendSeq.Load()
+	if err := s.withLog(func(f vfs.File) error { return f.Sync() }); err != nil {
+		return fmt.Errorf("sync segment %s: %w", s.name, err)
 	}
-	return s.syncTxn()
+	if err := s.syncTxn(); err != nil {
+		return err
+	}
+	if seq > s.syncedSeq.Load() { // syncs of one segment do not overlap (the flusher's)
+		s.syncedSeq.Store(seq)
+	}
+	return nil
+}
+
+// Settle settles a segment whose bytes are all durable, with no appender running (the log being
+// opened): its descriptor and index mappings go to the caches (fdcache.go) until an append, roll or
+// truncation takes them back.
+func (s *Segment) Settle() {
+	s.idleSeq.Store(s.appendSeq.Load())
+	s.syncedSeq.Store(s.appendSeq.Load())
+	s.settle()
+}
+
+// SettleIfIdle settles the active segment when nothing was appended to it since the previous call
+// and everything appended before is durable (synced): an idle partition's .log descriptor and
+// index mappings then count against the caches like an inactive segment's (fdcache.go), so a
+// process may hold more partitions than descriptors. The next Append, roll or truncation takes
+// them back. The caller excludes the appender (the engine holds the log's append lock) and calls
+// it periodically from one goroutine; it reports whether it settled.
+func (s *Segment) SettleIfIdle() bool {
+	if s.settled.Load() || s.sealed.Load() {
+		return false
+	}
+	seq := s.appendSeq.Load()
+	if prev := s.idleSeq.Swap(seq); prev != seq || s.syncedSeq.Load() != seq || s.refs.Load() <= 0 {
+		return false
+	}
+	s.settle()
+	if s.appendSeq.Load() != seq { // an append raced: it may not have seen settled
+		s.unsettle()
+		return false
+	}
+	return true
 }
 
 // MarkInactive is called by the log's appender when the segment stops being the active one: the
@@ -30,6 +69,7 @@ func (s *Segment) Sync() error {
 // logical size, as Kafka's onBecomeInactiveSegment does.
 // Reads switch to the read-only mapping.
 func (s *Segment) MarkInactive() error {
+	s.unsettle() // an idle active segment rolled by time
 	if err := s.AppendFinalTimeIndexEntry(); err != nil {
 		return err
 	}
@@ -53,12 +93,17 @@ func (s *Segment) AppendFinalTimeIndexEntry() error {
 	if ts == record.NoTimestamp {
 		return nil
 	}
-	p := s.mappedIndexes()
-	if p == nil || p.sealed {
+	if s.sealed.Load() {
 		return nil // an inactive segment got its final entry when it rolled
 	}
+	// The active segment's indexes may have been evicted, or mapped read-only by a reader since
+	// (fdcache.go): the entry goes into writable ones.
+	p, err := s.writableIndexes()
+	if err != nil {
+		return fmt.Errorf("final time index entry of %s: %w", s.name, err)
+	}
 	if err := p.time.MaybeAppend(ts, s.offsetOfMaxTimestamp, true); err != nil && !errors.Is(err, index.ErrIndexFull) {
-		return fmt.Errorf("final time index entry of %s: %w", s.log.Name(), err)
+		return fmt.Errorf("final time index entry of %s: %w", s.name, err)
 	}
 	return nil
 }
@@ -74,23 +119,35 @@ func (s *Segment) Seal() error {
 	if err := s.Sync(); err != nil {
 		return err
 	}
-	p := s.mappedIndexes()
+	p := s.pinMappedIndexes()
 	if p == nil {
+		s.settleIfSealed()
 		return nil // never mapped since it was opened sealed: nothing changed
 	}
+	defer p.unpin()
 	if err := p.offset.TrimToValidSize(); err != nil {
-		return fmt.Errorf("seal segment %s: %w", s.log.Name(), err)
+		return fmt.Errorf("seal segment %s: %w", s.name, err)
 	}
 	if err := p.time.TrimToValidSize(); err != nil {
-		return fmt.Errorf("seal segment %s: %w", s.log.Name(), err)
+		return fmt.Errorf("seal segment %s: %w", s.name, err)
 	}
 	if err := p.offset.Flush(); err != nil {
-		return fmt.Errorf("seal segment %s: %w", s.log.Name(), err)
+		return fmt.Errorf("seal segment %s: %w", s.name, err)
 	}
 	if err := p.time.Flush(); err != nil {
-		return fmt.Errorf("seal segment %s: %w", s.log.Name(), err)
+		return fmt.Errorf("seal segment %s: %w", s.name, err)
 	}
+	s.settleIfSealed()
 	return nil
+}
+
+// settleIfSealed settles an inactive segment once Seal made it durable: from then on its
+// descriptor and index mappings may be evicted (fdcache.go). The active segment sealed at close
+// stays unsettled.
+func (s *Segment) settleIfSealed() {
+	if s.sealed.Load() {
+		s.settle()
+	}
 }
 
 // retireMapping stops reads from using the current mapping (it stays mapped until the files close,
@@ -131,7 +188,7 @@ func (s *Segment) LoadTail() error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("load tail of %s: %w", s.log.Name(), err)
+			return fmt.Errorf("load tail of %s: %w", s.name, err)
 		}
 		if h.MaxTimestamp > s.maxTimestamp.Load() {
 			s.maxTimestamp.Store(h.MaxTimestamp)
@@ -141,7 +198,7 @@ func (s *Segment) LoadTail() error {
 		pos += h.Size()
 	}
 	if pos != s.size.Load() {
-		return fmt.Errorf("load tail of %s: batches end at %d, file at %d: %w", s.log.Name(), pos, s.size.Load(), kerr.CorruptMessage)
+		return fmt.Errorf("load tail of %s: batches end at %d, file at %d: %w", s.name, pos, s.size.Load(), kerr.CorruptMessage)
 	}
 	s.nextOffset.Store(next)
 	return nil
@@ -197,9 +254,12 @@ func (s *Segment) RecoverTail() (res RecoverResult, err error) {
 // Kafka recovers the segment holding the recovery point whole; after a crash of a broker with
 // large active segments this reads and checksums only what was written after the last flush.
 func (s *Segment) RecoverTailFrom(flushed int64) (res RecoverResult, err error) {
-	st, err := s.log.Stat()
+	if err := s.holdLog(); err != nil {
+		return res, fmt.Errorf("recover %s: %w", s.name, err)
+	}
+	st, err := s.ownFile().Stat()
 	if err != nil {
-		return res, fmt.Errorf("recover %s: %w", s.log.Name(), err)
+		return res, fmt.Errorf("recover %s: %w", s.name, err)
 	}
 	fileSize := st.Size()
 	p, err := s.writableIndexes()
@@ -218,9 +278,9 @@ func (s *Segment) RecoverTailFrom(flushed int64) (res RecoverResult, err error) 
 
 	var m mmap.MMap
 	if fileSize > 0 {
-		m, err = mmap.MapRegion(s.log.OS(), int(fileSize), mmap.RDONLY, 0, 0)
+		m, err = mmap.MapRegion(s.ownFile().OS(), int(fileSize), mmap.RDONLY, 0, 0)
 		if err != nil {
-			return res, fmt.Errorf("recover %s: map: %w", s.log.Name(), err)
+			return res, fmt.Errorf("recover %s: map: %w", s.name, err)
 		}
 		defer m.Unmap()
 	}
@@ -247,8 +307,8 @@ func (s *Segment) RecoverTailFrom(flushed int64) (res RecoverResult, err error) 
 	}
 	if pos < fileSize {
 		res.ZeroTail = allZero(m[pos:fileSize])
-		if err := s.log.Truncate(pos); err != nil {
-			return res, fmt.Errorf("recover %s: truncate to %d: %w", s.log.Name(), pos, err)
+		if err := s.ownFile().Truncate(pos); err != nil {
+			return res, fmt.Errorf("recover %s: truncate to %d: %w", s.name, pos, err)
 		}
 	}
 	s.preallocated.Store(false)
@@ -258,7 +318,7 @@ func (s *Segment) RecoverTailFrom(flushed int64) (res RecoverResult, err error) 
 	// Aborted transactions whose marker did not survive leave the .txnindex (the log replays
 	// the markers past its recovery point and adds back any entry missing).
 	if err := s.truncateTxn(next); err != nil {
-		return res, fmt.Errorf("recover %s: %w", s.log.Name(), err)
+		return res, fmt.Errorf("recover %s: %w", s.name, err)
 	}
 	return res, nil
 }
@@ -266,9 +326,12 @@ func (s *Segment) RecoverTailFrom(flushed int64) (res RecoverResult, err error) 
 // TruncateTo removes every batch whose last offset is >= offset (a batch holding offset goes
 // whole). It returns the new next offset of the segment.
 func (s *Segment) TruncateTo(offset int64) (int64, error) {
+	if err := s.holdLog(); err != nil { // the segment may become the active one again
+		return 0, fmt.Errorf("truncate %s to %d: %w", s.name, offset, err)
+	}
 	pos, h, found, err := s.TranslateOffset(offset)
 	if err != nil {
-		return 0, fmt.Errorf("truncate %s to %d: %w", s.log.Name(), offset, err)
+		return 0, fmt.Errorf("truncate %s to %d: %w", s.name, offset, err)
 	}
 	// The segment becomes the active one again: reads go back to pread, appends follow.
 	s.retireMapping()
@@ -280,12 +343,12 @@ func (s *Segment) TruncateTo(offset int64) (int64, error) {
 	s.residentCheckedAt = pos
 	s.firstBatchMaxTs.Store(firstTsUnknown)
 	s.preallocated.Store(false) // the truncation drops the preallocated end too
-	if err := s.log.Truncate(pos); err != nil {
-		return 0, fmt.Errorf("truncate %s to %d: %w", s.log.Name(), pos, err)
+	if err := s.ownFile().Truncate(pos); err != nil {
+		return 0, fmt.Errorf("truncate %s to %d: %w", s.name, pos, err)
 	}
 	p, err := s.writableIndexes()
 	if err != nil {
-		return 0, fmt.Errorf("truncate %s to %d: %w", s.log.Name(), offset, err)
+		return 0, fmt.Errorf("truncate %s to %d: %w", s.name, offset, err)
 	}
 	p.offset.TruncateTo(h.BaseOffset)
 	p.time.TruncateTo(h.BaseOffset)
@@ -311,15 +374,16 @@ func (s *Segment) Close() error {
 		finalErr = err
 	}
 	var err error
-	if p := s.mappedIndexes(); p != nil {
+	if p := s.pinMappedIndexes(); p != nil {
 		err = p.offset.TrimToValidSize()
 		if err2 := p.time.TrimToValidSize(); err == nil {
 			err = err2
 		}
+		p.unpin()
 	}
 	s.Release()
 	if err != nil {
-		return fmt.Errorf("close segment %s: %w", s.log.Name(), err)
+		return fmt.Errorf("close segment %s: %w", s.name, err)
 	}
 	return finalErr
 }
@@ -327,6 +391,9 @@ func (s *Segment) Close() error {
 // Delete unlinks the segment's files and drops the owner's reference. Readers holding a
 // reference keep reading from the open descriptors.
 func (s *Segment) Delete() error {
+	// Readers still holding the segment keep reading the unlinked file through its descriptor:
+	// reopen it now if it was evicted, and keep it until the last reference goes.
+	_ = s.holdLog()
 	var firstErr error
 	for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
 		p := filepath.Join(s.dir, FileName(s.baseOffset, suffix)+s.suffix)
@@ -338,11 +405,7 @@ func (s *Segment) Delete() error {
 	// may take the names), nor mapped again.
 	s.idxMu.Lock()
 	s.idxGone = true
-	pairs := s.retiredIdx
-	if p := s.idx.Load(); p != nil {
-		pairs = append(pairs, p)
-	}
-	for _, p := range pairs {
+	if p := s.idx.Load(); p != nil { // replaced and evicted pairs were marked when retired
 		p.offset.Unlinked()
 		p.time.Unlinked()
 	}
@@ -360,6 +423,8 @@ func (s *Segment) Delete() error {
 // (the caller may still Delete). It must run under the owning log's structure lock, as
 // RenameFiles.
 func (s *Segment) RenameDeleted() ([]string, error) {
+	// As Delete: readers holding the segment keep a descriptor whatever happens to the names.
+	_ = s.holdLog()
 	if err := s.RenameFiles(DeletedSuffix); err != nil {
 		return nil, err
 	}
@@ -375,22 +440,25 @@ func (s *Segment) RenameDeleted() ([]string, error) {
 // from the time index's last entry (written when it was sealed), its next offset is the base of
 // the segment after it. Nothing is read from the .log.
 func (s *Segment) LoadSealed(nextBase int64) {
-	if p := s.indexes(); p != nil {
+	if p := s.pinIndexes(); p != nil {
 		if ts, off := p.time.LastEntry(); ts != record.NoTimestamp {
 			s.maxTimestamp.Store(ts)
 			s.offsetOfMaxTimestamp = off
 		}
+		p.unpin()
 	}
 	s.nextOffset.Store(nextBase)
 	s.sealed.Store(true)
+	s.settle() // flushed before the shutdown or the recovery point
 }
 
 // SanityCheck checks both indexes' tails (cheap; no log read).
 func (s *Segment) SanityCheck() error {
-	p := s.indexes()
+	p := s.pinIndexes()
 	if p == nil {
-		return fmt.Errorf("segment %s: indexes cannot be mapped: %w", s.log.Name(), index.ErrCorruptIndex)
+		return fmt.Errorf("segment %s: indexes cannot be mapped: %w", s.name, index.ErrCorruptIndex)
 	}
+	defer p.unpin()
 	if err := p.offset.SanityCheck(); err != nil {
 		return err
 	}

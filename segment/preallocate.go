@@ -56,8 +56,8 @@ func (s *Segment) trimPreallocated() error {
 	if !s.preallocated.Load() {
 		return nil
 	}
-	if err := s.log.Truncate(s.size.Load()); err != nil {
-		return fmt.Errorf("trim preallocated segment %s to %d bytes: %w", s.log.Name(), s.size.Load(), err)
+	if err := s.withLog(func(f vfs.File) error { return f.Truncate(s.size.Load()) }); err != nil {
+		return fmt.Errorf("trim preallocated segment %s to %d bytes: %w", s.name, s.size.Load(), err)
 	}
 	s.preallocated.Store(false)
 	return nil

@@ -77,11 +77,11 @@ func ParseFileName(name, suffix string) (int64, bool) {
 }
 
 // Process-wide resource use of open segments, for the engine's descriptor and mapping budget
-// (engine/budget.go): each open segment holds DescriptorsPerSegment descriptors (the .log; the
-// indexes close theirs once mapped, as Kafka's do, and the .txnindex is opened per use) and
-// IndexMappingsPerSegment mappings (the two indexes) for as long as it is open, plus at most one
-// read-only mapping of the .log made on first read (more only briefly, while a reader still holds
-// a replaced one).
+// (engine/budget.go): an open segment holds at most DescriptorsPerSegment descriptors (the .log;
+// the indexes close theirs once mapped, as Kafka's do, and the .txnindex is opened per use) and
+// IndexMappingsPerSegment mappings (the two indexes), plus at most one read-only mapping of the
+// .log made on first read (more only briefly, while a reader still holds a replaced one). A
+// settled segment's descriptor and index mappings are held only while cached (fdcache.go).
 const (
 	DescriptorsPerSegment   = 1
 	IndexMappingsPerSegment = 2
@@ -97,8 +97,25 @@ var (
 
 // Usage returns the descriptors and memory mappings held by the open segments of this process.
 func Usage() (descriptors, mappings int64) {
-	return DescriptorsPerSegment * liveSegments.Load(), liveMappings.Load()
+	return liveDescriptors.Load(), liveMappings.Load()
 }
+
+// Reclaimable returns the part of Usage the caches of settled segments evict when the room is
+// needed (fdcache.go): what new segments can take without the process holding more. Only a
+// bounded cache under a ceiling (SetCeilings) gives room back.
+func Reclaimable() (descriptors, mappings int64) {
+	c := Caches()
+	if descriptorCeiling.Load() > 0 && logCache.limit.Load() > 0 {
+		descriptors = int64(c.Descriptors)
+	}
+	if mappingCeiling.Load() > 0 && idxCache.limit.Load() > 0 {
+		mappings = IndexMappingsPerSegment * int64(c.IndexPairs)
+	}
+	return descriptors, mappings
+}
+
+// Segments returns the number of open segments.
+func Segments() int64 { return liveSegments.Load() }
 
 // SetReadMappingLimit makes reads use pread instead of making a new read-only mapping once n
 // mappings are live (0 = no limit).
@@ -115,16 +132,30 @@ type Segment struct {
 	// under the owning log's structure lock, as Delete reads it.
 	suffix string
 
-	log vfs.File
-	fd  int
+	// name is the .log's path when it was opened (for messages; LogPath).
+	name string
+	// logRef is the open .log descriptor, nil while evicted (fdcache.go): readers pin it.
+	// logMu serialises opening it again and closing it; logClosed (the last reference went:
+	// never open it again) is guarded by it.
+	logRef    atomic.Pointer[fileRef]
+	logMu     sync.Mutex
+	logClosed bool
+	// settled: inactive and durable, so the descriptor and index mappings may be evicted
+	// (fdcache.go). used: the CLOCK bits of the two caches. slot: the position in each cache's
+	// list (-1: not listed), guarded by that cache's mu.
+	settled atomic.Bool
+	used    [2]atomic.Bool
+	slot    [2]int
+	// appendSeq counts appends; syncedSeq is appendSeq when the last Sync began (everything
+	// appended before is durable); idleSeq is appendSeq at the previous SettleIfIdle. An active
+	// segment with the three equal is idle and clean, and may be settled (SettleIfIdle).
+	appendSeq, syncedSeq, idleSeq atomic.Int64
 	// idx holds the offset and time indexes, nil until first use for a segment opened with
-	// OpenSealed (lazyindex.go). idxMu serialises mapping and replacing them; retiredIdx (pairs
-	// replaced while readers may hold them, closed with the files) and idxGone (the files were
-	// removed or closed: never map them again) are guarded by it.
-	idx        atomic.Pointer[indexPair]
-	idxMu      sync.Mutex
-	retiredIdx []*indexPair
-	idxGone    bool
+	// OpenSealed (lazyindex.go) or after an eviction. idxMu serialises mapping and replacing
+	// them, and guards idxGone (the files were removed or closed: never map them again).
+	idx     atomic.Pointer[indexPair]
+	idxMu   sync.Mutex
+	idxGone bool
 	// txn is the aborted transaction index (.txnindex, txnindex.go), its file made lazily.
 	txn txnIndex
 
@@ -166,7 +197,7 @@ func Create(fsys vfs.FS, dir string, baseOffset int64, cfg Config, now time.Time
 		return nil, err
 	}
 	if cfg.PreallocateBytes > 0 {
-		if err := preallocate(s.log, cfg.PreallocateBytes); err != nil {
+		if err := preallocate(s.ownFile(), cfg.PreallocateBytes); err != nil {
 			_ = s.Delete()
 			return nil, err
 		}
@@ -184,10 +215,10 @@ func Open(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Segment, erro
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.log.Stat()
+	st, err := s.ownFile().Stat()
 	if err != nil {
 		s.closeFiles()
-		return nil, fmt.Errorf("stat segment %s: %w", s.log.Name(), err)
+		return nil, fmt.Errorf("stat segment %s: %w", s.name, err)
 	}
 	s.created = st.ModTime()
 	s.size.Store(st.Size())
@@ -205,7 +236,7 @@ func open(fsys vfs.FS, dir string, baseOffset int64, cfg Config, flag int, suffi
 		// A segment being created that cannot be completed (no descriptor or mapping left for
 		// an index) leaves no file behind: the roll or log creation that asked for it is
 		// retried later and must find nothing in its way (O_EXCL).
-		logPath := s.log.Name()
+		logPath := s.name
 		s.closeFiles()
 		if flag&os.O_EXCL != 0 {
 			for _, p := range []string{logPath, indexPath, timeIndexPath} {
@@ -215,6 +246,7 @@ func open(fsys vfs.FS, dir string, baseOffset int64, cfg Config, flag int, suffi
 		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
 	}
 	s.idx.Store(p)
+	idxCache.trim() // two more mappings outside the cache: keep the total under the ceiling
 	return s, nil
 }
 
@@ -227,7 +259,7 @@ func openLog(fsys vfs.FS, dir string, baseOffset int64, cfg Config, flag int, su
 	if cfg.MaxIndexBytes < index.TimeEntrySize {
 		cfg.MaxIndexBytes = DefaultConfig.MaxIndexBytes
 	}
-	s := &Segment{fsys: fsys, dir: dir, baseOffset: baseOffset, cfg: cfg, suffix: suffix, offsetOfMaxTimestamp: baseOffset, firstBatchTimestamp: record.NoTimestamp}
+	s := &Segment{fsys: fsys, dir: dir, baseOffset: baseOffset, cfg: cfg, suffix: suffix, offsetOfMaxTimestamp: baseOffset, firstBatchTimestamp: record.NoTimestamp, slot: [2]int{-1, -1}}
 	s.nextOffset.Store(baseOffset)
 	s.maxTimestamp.Store(record.NoTimestamp)
 	s.firstBatchMaxTs.Store(firstTsUnknown)
@@ -236,10 +268,11 @@ func openLog(fsys vfs.FS, dir string, baseOffset int64, cfg Config, flag int, su
 	if err != nil {
 		return nil, fmt.Errorf("open segment %s: %w", logPath, err)
 	}
-	s.log = f
-	s.fd = int(f.OS().Fd())
+	s.name = logPath
+	s.logRef.Store(newFileRef(f, 1))
 	liveSegments.Add(1)
 	s.refs.Store(1)
+	logCache.trim() // one more descriptor outside the cache: keep the total under the ceiling
 	return s, nil
 }
 
@@ -284,23 +317,23 @@ func (s *Segment) FirstBatchMaxTimestamp() int64 {
 	return h.MaxTimestamp
 }
 
-// LogPath is the path of the .log file.
-func (s *Segment) LogPath() string { return s.log.Name() }
-
-// File is the open .log file (for sendfile).
-func (s *Segment) File() *os.File { return s.log.OS() }
+// LogPath is the path of the .log file (when it was opened).
+func (s *Segment) LogPath() string { return s.name }
 
 // OffsetIndex and TimeIndex expose the indexes (tests, tools), mapping them first if they are not
-// (lazyindex.go); nil when they cannot be mapped.
+// (lazyindex.go); nil when they cannot be mapped. The index is not pinned: a settled segment's
+// may be evicted (unmapped) under the caller, which then sees an empty index.
 func (s *Segment) OffsetIndex() *index.OffsetIndex {
-	if p := s.indexes(); p != nil {
+	if p := s.pinIndexes(); p != nil {
+		defer p.unpin()
 		return p.offset
 	}
 	return nil
 }
 
 func (s *Segment) TimeIndex() *index.TimeIndex {
-	if p := s.indexes(); p != nil {
+	if p := s.pinIndexes(); p != nil {
+		defer p.unpin()
 		return p.time
 	}
 	return nil
@@ -310,8 +343,9 @@ func (s *Segment) TimeIndex() *index.TimeIndex {
 // (0 if it has none, or if the index cannot be mapped): a scan for the segment's last batch can
 // start there.
 func (s *Segment) LastIndexedPosition() int64 {
-	if p := s.indexes(); p != nil {
+	if p := s.pinIndexes(); p != nil {
 		_, pos := p.offset.Lookup(math.MaxInt64)
+		p.unpin()
 		return pos
 	}
 	return 0
@@ -325,18 +359,35 @@ func (s *Segment) IsSealed() bool { return s.sealed.Load() }
 func (s *Segment) CanHold(lastOffset int64) bool {
 	rel := lastOffset - s.baseOffset
 	p := s.idx.Load()
+	if (p == nil || p.sealed) && !s.sealed.Load() {
+		// An idle active segment whose indexes were evicted, or mapped read-only by a reader
+		// since: the appender maps them writable again.
+		p, _ = s.writableIndexes()
+	}
 	return rel >= 0 && rel <= math.MaxInt32 && p != nil && !p.sealed && !p.offset.IsFull() && !p.time.IsFull()
 }
 
 // Append writes batch, whose offsets are already assigned and whose header is h, at the end of
 // the log and maintains the indexes. It returns the batch's position.
 func (s *Segment) Append(batch []byte, h *record.Header) (int64, error) {
+	// An idle active segment may have been settled (SettleIfIdle): the append takes it back
+	// before writing (appendSeq first, so SettleIfIdle sees the append or this sees settled).
+	s.appendSeq.Add(1)
+	if s.settled.Load() {
+		s.unsettle()
+	}
 	pos := s.size.Load()
 	if pos+int64(len(batch)) > math.MaxInt32 {
-		return 0, fmt.Errorf("append to segment %s: position %d overflows int32", s.log.Name(), pos)
+		return 0, fmt.Errorf("append to segment %s: position %d overflows int32", s.name, pos)
 	}
-	if _, err := s.log.WriteAt(batch, pos); err != nil {
-		return 0, fmt.Errorf("append to segment %s at %d: %w", s.log.Name(), pos, err)
+	r, err := s.pinLog()
+	if err != nil {
+		return 0, fmt.Errorf("append to segment %s: %w", s.name, err)
+	}
+	_, err = r.f.WriteAt(batch, pos)
+	r.unpin()
+	if err != nil {
+		return 0, fmt.Errorf("append to segment %s at %d: %w", s.name, pos, err)
 	}
 	if err := s.indexBatch(h, pos); err != nil {
 		return 0, err
@@ -397,10 +448,10 @@ func (s *Segment) indexBatch(h *record.Header, pos int64) error {
 			}
 		}
 		if err := p.offset.Append(h.LastOffset(), pos); err != nil {
-			return fmt.Errorf("index segment %s: %w", s.log.Name(), err)
+			return fmt.Errorf("index segment %s: %w", s.name, err)
 		}
 		if err := p.time.MaybeAppend(s.maxTimestamp.Load(), s.offsetOfMaxTimestamp, false); err != nil {
-			return fmt.Errorf("time index segment %s: %w", s.log.Name(), err)
+			return fmt.Errorf("time index segment %s: %w", s.name, err)
 		}
 		s.bytesSinceLastIndexEntry = 0
 	}
@@ -422,7 +473,7 @@ func (s *Segment) ReadHeaderAt(pos int64) (record.Header, error) {
 	}
 	h, err := record.ParseHeader(buf[:])
 	if err == nil && h.BatchLength < record.HeaderSize-record.LogOverhead {
-		return h, fmt.Errorf("segment %s: batch at %d has length %d: %w", s.log.Name(), pos, h.BatchLength, kerr.CorruptMessage)
+		return h, fmt.Errorf("segment %s: batch at %d has length %d: %w", s.name, pos, h.BatchLength, kerr.CorruptMessage)
 	}
 	return h, err
 }
@@ -440,13 +491,18 @@ func (s *Segment) readAt(p []byte, pos int64) error {
 	if m != nil && pos+int64(len(p)) <= int64(len(*m)) {
 		return copyFromMapping(p, *m, pos)
 	}
+	r, err := s.pinLog()
+	if err != nil {
+		return fmt.Errorf("read segment %s at %d: %w", s.name, pos, err)
+	}
+	defer r.unpin()
 	for len(p) > 0 {
-		n, err := unix.Pread(s.fd, p, pos)
+		n, err := unix.Pread(r.fd, p, pos)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("read segment %s at %d: %w", s.log.Name(), pos, err)
+			return fmt.Errorf("read segment %s at %d: %w", s.name, pos, err)
 		}
 		if n == 0 {
 			return io.ErrUnexpectedEOF
@@ -498,7 +554,12 @@ func (s *Segment) readMapping() *mmap.MMap {
 	if lim := readMappingLimit.Load(); lim > 0 && liveMappings.Load() >= lim {
 		return nil // the mapping budget is kept for indexes: pread
 	}
-	m, err := mmap.MapRegion(s.log.OS(), size, mmap.RDONLY, 0, 0)
+	r, err := s.pinLog()
+	if err != nil {
+		return nil // fall back to pread (which reports the error)
+	}
+	m, err := mmap.MapRegion(r.f.OS(), size, mmap.RDONLY, 0, 0)
+	r.unpin() // the mapping holds the file; the descriptor may go
 	if err != nil {
 		return nil // fall back to pread
 	}
@@ -523,8 +584,9 @@ func (s *Segment) LookupBatch(offset int64) (pos int64, h record.Header, found b
 }
 
 func (s *Segment) translate(offset int64, mapActive bool) (pos int64, h record.Header, found bool, err error) {
-	if p := s.indexes(); p != nil {
+	if p := s.pinIndexes(); p != nil {
 		_, pos = p.offset.Lookup(offset)
+		p.unpin()
 	}
 	m := s.mapping.Load()
 	if m == nil && (mapActive || s.sealed.Load()) {
@@ -558,8 +620,9 @@ func (s *Segment) translate(offset int64, mapActive bool) (pos int64, h record.H
 // findOffsetByTimestamp does. found is false when no such batch is in the segment.
 func (s *Segment) FindTimestamp(ts, startOffset int64) (pos int64, h record.Header, found bool, err error) {
 	off := s.baseOffset
-	if p := s.indexes(); p != nil {
+	if p := s.pinIndexes(); p != nil {
 		_, off = p.time.LookupBefore(ts)
+		p.unpin()
 	}
 	pos, _, found, err = s.TranslateOffset(max(off, startOffset))
 	if err != nil || !found {
@@ -612,33 +675,46 @@ func (s *Segment) closeFiles() {
 	s.retired = nil
 	liveSegments.Add(-1)
 	s.closeIndexes()
-	_ = s.log.Close()
+	s.closeLog()
 }
 
 // Slice is a byte range of a segment's .log, sent with sendfile. It holds a reference on the
-// segment until Release.
+// segment and a pin on the .log's descriptor until Release: File stays open (even if the segment's
+// descriptor is evicted from the cache, or its file renamed or unlinked) until then, however long
+// after the request handler the response writer sends it.
 type Slice struct {
 	seg      *Segment
+	ref      *fileRef
 	File     *os.File
 	Position int64
 	Length   int64
 }
 
-// Release returns the slice's segment reference. A zero Slice is a no-op.
+// Release returns the slice's descriptor pin and segment reference. A zero Slice is a no-op.
 func (sl *Slice) Release() {
+	if sl.ref != nil {
+		sl.ref.unpin()
+		sl.ref = nil
+	}
 	if sl.seg != nil {
 		sl.seg.Release()
 		sl.seg = nil
 	}
 }
 
-// Slice returns the bytes [pos, pos+length) as a file slice holding a new reference, or false if
-// the segment is already closed.
+// Slice returns the bytes [pos, pos+length) as a file slice holding a new reference and a pin on
+// the descriptor (reopened if it was evicted), or false if the segment is already closed or its
+// .log cannot be opened again (no descriptor left; the reader treats it like a closed segment).
 func (s *Segment) Slice(pos, length int64) (Slice, bool) {
 	if !s.Acquire() {
 		return Slice{}, false
 	}
-	return Slice{seg: s, File: s.log.OS(), Position: pos, Length: length}, true
+	r, err := s.pinLog()
+	if err != nil {
+		s.Release()
+		return Slice{}, false
+	}
+	return Slice{seg: s, ref: r, File: r.f.OS(), Position: pos, Length: length}, true
 }
 
 // scanMapped walks batch headers in a mapping from pos until one whose last offset is >= offset,
@@ -648,7 +724,7 @@ func (s *Segment) scanMapped(m mmap.MMap, pos, offset int64) (_ int64, h record.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("read mapped segment %s at %d: %v", s.log.Name(), pos, r)
+			err = fmt.Errorf("read mapped segment %s at %d: %v", s.name, pos, r)
 		}
 	}()
 	size := s.size.Load()
@@ -662,7 +738,7 @@ func (s *Segment) scanMapped(m mmap.MMap, pos, offset int64) (_ int64, h record.
 			return pos, h, false, true, err
 		}
 		if h.BatchLength < record.HeaderSize-record.LogOverhead {
-			return pos, h, false, true, fmt.Errorf("segment %s: batch at %d has length %d: %w", s.log.Name(), pos, h.BatchLength, kerr.CorruptMessage)
+			return pos, h, false, true, fmt.Errorf("segment %s: batch at %d has length %d: %w", s.name, pos, h.BatchLength, kerr.CorruptMessage)
 		}
 		if h.LastOffset() >= offset {
 			return pos, h, true, true, nil
@@ -675,7 +751,7 @@ func (s *Segment) scanMapped(m mmap.MMap, pos, offset int64) (_ int64, h record.
 // log's producer-state replay). It allocates.
 func (s *Segment) ReadBatchAt(pos int64, h *record.Header) ([]byte, error) {
 	if h.Size() > 1<<20 {
-		return nil, fmt.Errorf("read batch of %d bytes at %d of %s: too large", h.Size(), pos, s.log.Name())
+		return nil, fmt.Errorf("read batch of %d bytes at %d of %s: too large", h.Size(), pos, s.name)
 	}
 	b := make([]byte, h.Size())
 	if err := s.readAt(b, pos); err != nil {

@@ -47,10 +47,10 @@ func OpenSwap(fsys vfs.FS, dir string, baseOffset int64, cfg Config) (*Segment, 
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.log.Stat()
+	st, err := s.ownFile().Stat()
 	if err != nil {
 		s.closeFiles()
-		return nil, fmt.Errorf("stat segment %s: %w", s.log.Name(), err)
+		return nil, fmt.Errorf("stat segment %s: %w", s.name, err)
 	}
 	s.created = st.ModTime()
 	s.size.Store(st.Size())
@@ -111,10 +111,10 @@ func (s *Segment) RenameFiles(suffix string) error {
 func (s *Segment) AppendCleaned(batches []byte) error {
 	pos := s.size.Load()
 	if pos+int64(len(batches)) > math.MaxInt32 {
-		return fmt.Errorf("append to cleaned segment %s at %d: %w", s.log.Name(), pos, ErrSegmentFull)
+		return fmt.Errorf("append to cleaned segment %s at %d: %w", s.name, pos, ErrSegmentFull)
 	}
-	if _, err := s.log.WriteAt(batches, pos); err != nil {
-		return fmt.Errorf("append to cleaned segment %s at %d: %w", s.log.Name(), pos, err)
+	if _, err := s.ownFile().WriteAt(batches, pos); err != nil {
+		return fmt.Errorf("append to cleaned segment %s at %d: %w", s.name, pos, err)
 	}
 	next := s.nextOffset.Load()
 	for p := int64(0); p < int64(len(batches)); {
