@@ -122,7 +122,7 @@ func TestFuzzOffsetsRecordSeeds(t *testing.T) {
 		{[]byte{0, 5, 0, 1, 'g'}, []byte{0, 0}},                   // a KIP-848 record key: skipped by the loader
 		{[]byte{0, 1, 0x7f, 0xff}, []byte{0, 3, 0xff}},            // truncated
 		{[]byte{0, 2, 0, 1, 'g'}, []byte{0, 4, 0, 0, 0, 0, 0xff}}, // a huge member count
-		{buildBatch(1, []kv{{offKey, appendOffsetValue(nil, ov)}, {grpKey, appendGroupValue(nil, gv)}}), nil},
+		{buildBatch(1, []kv{{Key: offKey, Value: appendOffsetValue(nil, ov)}, {Key: grpKey, Value: appendGroupValue(nil, gv)}}), nil},
 	}
 	for i, sd := range seeds {
 		body := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n[]byte(%s)\nbool(%v)\n", strconv.Quote(string(sd[0])), strconv.Quote(string(sd[1])), sd[1] == nil)

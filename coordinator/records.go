@@ -10,22 +10,11 @@ import (
 )
 
 // kv is one __consumer_offsets record: a key and a value (nil value = tombstone).
-type kv struct {
-	Key, Value []byte
-}
+type kv = record.Record
 
-// buildBatch encodes records as one uncompressed RecordBatch v2 (not idempotent, no
-// transaction) with base timestamp nowMs.
-func buildBatch(nowMs int64, recs []kv) []byte {
-	rs := make([]record.Record, len(recs))
-	for i, r := range recs {
-		rs[i] = record.Record{Key: r.Key, Value: r.Value}
-	}
-	if nowMs <= 0 {
-		nowMs = 1
-	}
-	return record.Build(nil, record.BuildOptions{BaseTimestamp: nowMs, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, rs)
-}
+// buildBatch encodes records as one uncompressed RecordBatch v2 with base timestamp nowMs, as
+// Kafka's coordinator appends them (record.BuildCoordinatorBatch).
+func buildBatch(nowMs int64, recs []kv) []byte { return record.BuildCoordinatorBatch(nowMs, recs) }
 
 // Batch attributes of the coordinator's transactional offset commits (RecordBatch v2).
 const (

@@ -146,3 +146,13 @@ func BuildCompressed(dst []byte, o BuildOptions, recs []Record, codec int) ([]by
 	}
 	return append(dst, WithRecords(plain, codec, payload, int32(len(recs)), int32(len(recs)-1))...), nil
 }
+
+// BuildCoordinatorBatch encodes recs as one uncompressed RecordBatch v2 with no producer id and
+// base timestamp nowMs (at least 1): the batches Kafka's group and transaction coordinators
+// append to their internal topics (compression none, not idempotent, not transactional).
+func BuildCoordinatorBatch(nowMs int64, recs []Record) []byte {
+	if nowMs <= 0 {
+		nowMs = 1
+	}
+	return Build(nil, BuildOptions{BaseTimestamp: nowMs, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+}

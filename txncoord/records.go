@@ -414,23 +414,12 @@ func (r *reader) skipTags() {
 	}
 }
 
-// kv is one __transaction_state record (nil Value: tombstone).
-type kv struct {
-	Key, Value []byte
-}
+// kv is one __transaction_state record: a key and a value (nil value = tombstone).
+type kv = record.Record
 
 // buildBatch encodes records as one uncompressed RecordBatch v2 with base timestamp nowMs, as
-// Kafka's coordinator appends them (no producer id, no compression: Kafka enforces none).
-func buildBatch(nowMs int64, recs []kv) []byte {
-	rs := make([]record.Record, len(recs))
-	for i, r := range recs {
-		rs[i] = record.Record{Key: r.Key, Value: r.Value}
-	}
-	if nowMs <= 0 {
-		nowMs = 1
-	}
-	return record.Build(nil, record.BuildOptions{BaseTimestamp: nowMs, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, rs)
-}
+// Kafka's coordinator appends them (record.BuildCoordinatorBatch).
+func buildBatch(nowMs int64, recs []kv) []byte { return record.BuildCoordinatorBatch(nowMs, recs) }
 
 // errUnreadable reports a batch whose records cannot be read within the bound: the loader skips
 // it with a warning.

@@ -160,9 +160,9 @@ func TestKafkaDecodesTransactionLog(t *testing.T) {
 	}
 	var seg []byte
 	for i, b := range [][]byte{
-		buildBatch(1_700_000_000_000, []kv{{encodeKey("txn-v0"), encodeValue(v, 0)}}),
-		buildBatch(1_700_000_000_000, []kv{{encodeKey("txn-v1"), encodeValue(v, 1)}}),
-		buildBatch(1_700_000_000_000, []kv{{encodeKey("txn-gone"), nil}}),
+		buildBatch(1_700_000_000_000, []kv{{Key: encodeKey("txn-v0"), Value: encodeValue(v, 0)}}),
+		buildBatch(1_700_000_000_000, []kv{{Key: encodeKey("txn-v1"), Value: encodeValue(v, 1)}}),
+		buildBatch(1_700_000_000_000, []kv{{Key: encodeKey("txn-gone")}}),
 	} {
 		record.SetBaseOffset(b, int64(i))
 		record.SetPartitionLeaderEpoch(b, 0)
