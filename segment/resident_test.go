@@ -57,3 +57,36 @@ func TestActiveMappingPagesLeaveRSS(t *testing.T) {
 		t.Fatalf("%d KiB of the active segment's mapping resident, want at most 2 MiB", rss)
 	}
 }
+
+// A reader going through a sealed segment (offset translations from its start to its end, as a
+// consumer catching up fetches) does not leave the pages of the headers it read in the process's
+// RSS: they are released as the reader moves on.
+func TestSealedMappingScannedPagesLeaveRSS(t *testing.T) {
+	const total = 16 << 20
+	s := segCreate(t, t.TempDir(), 0, segment.Config{IndexIntervalBytes: 4096, MaxIndexBytes: 1 << 20})
+	defer s.Close()
+	next := int64(0)
+	var lasts []int64
+	for s.Size() < total {
+		b, h := segBatch(next, 4, 4000, 1_700_000_000_000) // about 16 KiB per batch
+		segAppend(t, s, b, h)
+		lasts = append(lasts, h.LastOffset())
+		next = h.NextOffset()
+	}
+	if err := s.MarkInactive(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range lasts {
+		if _, _, found, err := s.TranslateOffset(off); err != nil || !found {
+			t.Fatalf("translate %d: found %v, %v", off, found, err)
+		}
+	}
+	rss := mappedRSS(t, s.LogPath())
+	t.Logf("resident %d KiB of the sealed segment's mapping after reading %d MiB of it through", rss, total>>20)
+	if rss > 2<<10 {
+		t.Fatalf("%d KiB of the sealed segment's mapping resident, want at most 2 MiB", rss)
+	}
+}

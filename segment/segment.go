@@ -181,6 +181,10 @@ type Segment struct {
 	// not trimmed yet).
 	preallocated atomic.Bool
 
+	// scanDroppedAt is the position of the reader scan that last released a sealed segment's
+	// mapped pages (dropScanned).
+	scanDroppedAt atomic.Int64
+
 	sealed  atomic.Bool
 	mapOnce sync.Mutex
 	mapping atomic.Pointer[mmap.MMap]
@@ -429,6 +433,29 @@ func (s *Segment) dropResident(end int64) {
 	_ = unix.Madvise((*m)[:to], unix.MADV_DONTNEED)
 }
 
+// dropScanned keeps a sealed segment's scanned pages out of the process's RSS, as dropResident
+// does for the active one: a fetch's offset translation reads batch headers through the mapping
+// and faults in each page it touches, so a consumer reading a segment through would leave a
+// page in four (16 KiB batches) mapped until the mapping goes. Each time a reader's scan ends
+// residentDropBytes away from the last release, the pages below that position less
+// residentKeepBytes are released (MADV_DONTNEED on a shared file mapping: page table entries
+// only; the pages stay cached and other readers fault them back in). One madvise per MiB that
+// readers move through a segment.
+func (s *Segment) dropScanned(m mmap.MMap, pos int64) {
+	last := s.scanDroppedAt.Load()
+	if d := pos - last; d < residentDropBytes && d > -residentDropBytes {
+		return
+	}
+	if !s.scanDroppedAt.CompareAndSwap(last, pos) {
+		return // another reader is releasing
+	}
+	to := (pos - residentKeepBytes) &^ int64(os.Getpagesize()-1)
+	if to <= 0 || to > int64(len(m)) {
+		return
+	}
+	_ = unix.Madvise(m[:to], unix.MADV_DONTNEED)
+}
+
 // indexBatch updates the timestamp state and the indexes for a batch at pos, as Kafka's
 // LogSegment.append does: the entry names the batch's last offset and its start position.
 func (s *Segment) indexBatch(h *record.Header, pos int64) error {
@@ -595,6 +622,9 @@ func (s *Segment) translate(offset int64, mapActive bool) (pos int64, h record.H
 	if m != nil {
 		var done bool
 		pos, h, found, done, err = s.scanMapped(*m, pos, offset)
+		if s.sealed.Load() {
+			s.dropScanned(*m, pos)
+		}
 		if done || err != nil {
 			return pos, h, found, err
 		}
