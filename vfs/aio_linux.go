@@ -65,11 +65,42 @@ type ioEvent struct {
 }
 
 type aioSyncer struct {
-	ctx  uintptr
-	efd  int
+	ctx uintptr
+	efd int
+	// mu guards next and wait.
 	mu   sync.Mutex
 	next uint64
-	wait map[uint64]chan int64
+	wait map[uint64]aioWaiter
+}
+
+// aioWaiter is who waits for one submitted sync: a single sync's channel, or a slot of a batch.
+type aioWaiter struct {
+	ch   chan int64
+	b    *aioBatch
+	slot int
+}
+
+// aioBatch is the AIO state of a BatchSyncer: the results of its submitted syncs and one
+// completion signal for all of them, so the waiting goroutine wakes once per batch.
+type aioBatch struct {
+	cbs       []iocb
+	ptrs      []*iocb
+	ids       []uint64
+	res       []int64
+	remaining atomic.Int32
+	done      chan struct{} // receives once when remaining reaches 0
+}
+
+// deliver records a completed sync of the batch. Called by the reaper with a.mu held.
+func (w aioWaiter) deliver(res int64) {
+	if w.b == nil {
+		w.ch <- res
+		return
+	}
+	w.b.res[w.slot] = res
+	if w.b.remaining.Add(-1) == 0 {
+		w.b.done <- struct{}{}
+	}
 }
 
 // aio is nil when AIO is unavailable. It is set up when the package loads, so its reaper
@@ -89,7 +120,7 @@ func newAIO() *aioSyncer {
 		unix.Syscall(unix.SYS_IO_DESTROY, ctx, 0, 0)
 		return nil
 	}
-	a := &aioSyncer{ctx: ctx, efd: efd, wait: make(map[uint64]chan int64)}
+	a := &aioSyncer{ctx: ctx, efd: efd, wait: make(map[uint64]aioWaiter)}
 	ev := os.NewFile(uintptr(efd), "aio-eventfd") // non-blocking: reads park in the netpoller
 	go a.reap(ev)
 	return a
@@ -117,9 +148,9 @@ func (a *aioSyncer) reap(ev *os.File) {
 			aioCompleted.Add(int64(n))
 			a.mu.Lock()
 			for _, e := range events[:n] {
-				if ch, ok := a.wait[e.data]; ok {
+				if w, ok := a.wait[e.data]; ok {
 					delete(a.wait, e.data)
-					ch <- e.res
+					w.deliver(e.res)
 				}
 			}
 			a.mu.Unlock()
@@ -134,9 +165,9 @@ func (a *aioSyncer) reap(ev *os.File) {
 func (a *aioSyncer) failAll(error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for id, ch := range a.wait {
+	for id, w := range a.wait {
 		delete(a.wait, id)
-		ch <- -int64(unix.EIO)
+		w.deliver(-int64(unix.EIO))
 	}
 	a.wait = nil
 }
@@ -153,7 +184,7 @@ func (a *aioSyncer) fdatasync(fd int) error {
 	}
 	id := a.next
 	a.next++
-	a.wait[id] = ch
+	a.wait[id] = aioWaiter{ch: ch}
 	a.mu.Unlock()
 	cb := &iocb{data: id, lioOpcode: iocbCmdFdsync, fildes: uint32(fd), flags: iocbFlagResfd, resfd: uint32(a.efd)}
 	cbs := [1]*iocb{cb}
@@ -197,3 +228,92 @@ func fdatasync(fd int) error {
 		}
 	}
 }
+
+// syncBatch makes every file durable as files[i].Sync() would, errs[i] its result, with one
+// io_submit for all but one of them and one wake-up of the caller: the other files' fdatasyncs
+// are submitted through AIO first, the first real file is synced by this goroutine meanwhile
+// (fdatasync, blocking or AIO as the syncs in flight decide), and the caller then waits once for
+// the batch. Files that are not real files (FaultFS) are synced in turn by their own Sync. Without
+// AIO, or when the submit is refused, every file is synced in turn.
+func (s *BatchSyncer) syncBatch(files []File, errs []error) {
+	b := &s.aio
+	b.cbs, b.ptrs, b.ids, b.res = b.cbs[:0], b.ptrs[:0], b.ids[:0], b.res[:0]
+	s.slots = s.slots[:0]
+	inline := -1
+	for i, f := range files {
+		of, ok := f.(osFile)
+		switch {
+		case !ok || aio == nil:
+			errs[i] = f.Sync()
+		case inline < 0:
+			inline = i
+		default:
+			b.cbs = append(b.cbs, iocb{lioOpcode: iocbCmdFdsync, fildes: uint32(of.File.Fd()), flags: iocbFlagResfd, resfd: uint32(aio.efd)})
+			b.res = append(b.res, 0)
+			s.slots = append(s.slots, i)
+		}
+	}
+	submitted, allDone := 0, false
+	if n := len(b.cbs); n > 0 {
+		if b.done == nil {
+			b.done = make(chan struct{}, 1)
+		}
+		b.remaining.Store(int32(n))
+		aio.mu.Lock()
+		if aio.wait != nil {
+			for j := range b.cbs {
+				id := aio.next
+				aio.next++
+				b.cbs[j].data = id
+				b.ids = append(b.ids, id)
+				aio.wait[id] = aioWaiter{b: b, slot: j}
+				b.ptrs = append(b.ptrs, &b.cbs[j])
+			}
+		}
+		aio.mu.Unlock()
+		for submitted < len(b.ptrs) {
+			m, _, errno := unix.Syscall(unix.SYS_IO_SUBMIT, aio.ctx, uintptr(len(b.ptrs)-submitted), uintptr(unsafe.Pointer(&b.ptrs[submitted])))
+			if errno == unix.EINTR {
+				continue
+			}
+			if errno != 0 || m == 0 {
+				break
+			}
+			submitted += int(m)
+		}
+		if submitted < n {
+			// The rest was not submitted (AIO unavailable, ring full, ...): forget it and
+			// sync it in turn.
+			aio.mu.Lock()
+			for _, id := range b.ids[submitted:] {
+				delete(aio.wait, id)
+			}
+			aio.mu.Unlock()
+			if b.remaining.Add(int32(submitted-n)) == 0 {
+				allDone = true // every submitted one completed already: no signal comes
+			}
+		}
+	}
+	if inline >= 0 {
+		errs[inline] = files[inline].Sync()
+	}
+	if submitted > 0 && !allDone {
+		<-b.done
+	}
+	for j := range b.cbs {
+		i := s.slots[j]
+		if j >= submitted {
+			errs[i] = files[i].Sync()
+			continue
+		}
+		if res := b.res[j]; res < 0 {
+			errs[i] = &os.PathError{Op: "fdatasync", Path: files[i].Name(), Err: unix.Errno(-res)}
+		} else {
+			errs[i] = nil
+		}
+	}
+	batchesSynced.Add(1)
+}
+
+// batchesSynced counts the batches of more than one file synced (tests).
+var batchesSynced atomic.Int64

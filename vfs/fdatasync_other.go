@@ -12,3 +12,13 @@ func fdatasync(fd int) error {
 		}
 	}
 }
+
+// aioBatch holds nothing without Linux AIO.
+type aioBatch struct{}
+
+// syncBatch syncs the files in turn (AIO is Linux-only).
+func (s *BatchSyncer) syncBatch(files []File, errs []error) {
+	for i, f := range files {
+		errs[i] = f.Sync()
+	}
+}
