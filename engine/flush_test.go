@@ -1,0 +1,245 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weir-mq/weir/vfs"
+)
+
+// openDirLogs opens n durable logs in one log dir.
+func openDirLogs(t *testing.T, fsys vfs.FS, ld *LogDir, root string, n int, cfg Config) []*Log {
+	t.Helper()
+	logs := make([]*Log, n)
+	for i := range logs {
+		logs[i] = openTestLog(t, fsys, ld, filepath.Join(root, fmt.Sprintf("t-%d", i)), cfg, false, 0)
+	}
+	return logs
+}
+
+// flusherRunning reports whether the log dir's flusher goroutine runs.
+func flusherRunning(ld *LogDir) bool {
+	ld.flusher.mu.Lock()
+	defer ld.flusher.mu.Unlock()
+	return ld.flusher.running
+}
+
+// TestDirFlusherOneRound: the logs of a dir that were appended to while a round was syncing are
+// synced together by the next round (one batch of syncs, one wait), and a waiter for all of them
+// finds every offset durable.
+func TestDirFlusherOneRound(t *testing.T) {
+	dir := t.TempDir()
+	hfs := newHaltFS(vfs.OS)
+	ld := NewLogDir(dir)
+	logs := openDirLogs(t, hfs, ld, dir, 8, DefaultConfig())
+	defer func() {
+		for _, l := range logs {
+			l.Close()
+		}
+	}()
+	for _, l := range logs { // settle: every log has synced once
+		appendAcked(t, l, 1, map[int64]int64{})
+	}
+	rounds, synced := ld.flusher.rounds.Load(), ld.flusher.synced.Load()
+	blocked, resume := hfs.pause("sync")
+	ends := make([]int64, len(logs))
+	for i, l := range logs {
+		info, err := l.Append(offsetBatch(l.LogEndOffset(), 3, time.Now().UnixMilli()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends[i] = info.LastOffset + 1
+		if i == 0 {
+			<-blocked // the round of logs[0] is syncing; the others queue behind it
+		}
+	}
+	resume()
+	for i, l := range logs {
+		if err := l.AwaitDurable(ends[i]); err != nil {
+			t.Fatalf("log %d: %v", i, err)
+		}
+		if rp := l.RecoveryPoint(); rp != ends[i] {
+			t.Fatalf("log %d: recovery point %d, want %d", i, rp, ends[i])
+		}
+	}
+	if r, s := ld.flusher.rounds.Load()-rounds, ld.flusher.synced.Load()-synced; r != 2 || s != int64(len(logs)) {
+		t.Fatalf("%d rounds synced %d logs, want 2 rounds (logs[0], then the other %d together)", r, s, len(logs)-1)
+	}
+}
+
+// TestDirFlusherManyAppenders: concurrent durable appenders on many logs of a dir are all
+// acknowledged with their offsets durable, in fewer rounds than syncs of one log each.
+func TestDirFlusherManyAppenders(t *testing.T) {
+	dir := t.TempDir()
+	ld := NewLogDir(dir)
+	logs := openDirLogs(t, vfs.OS, ld, dir, 6, DefaultConfig())
+	const perLog = 30
+	errs := make(chan error, len(logs))
+	for _, l := range logs {
+		go func() {
+			for range perLog {
+				info, err := l.Append(offsetBatch(l.LogEndOffset(), 2, time.Now().UnixMilli()))
+				if err == nil {
+					err = l.AwaitDurable(info.LastOffset + 1)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range logs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, l := range logs {
+		if rp, end := l.RecoveryPoint(), l.LogEndOffset(); rp != end || end != 2*perLog {
+			t.Fatalf("log %d: recovery point %d, end %d, want %d", i, rp, end, 2*perLog)
+		}
+		l.Close()
+	}
+	t.Logf("%d rounds synced %d logs", ld.flusher.rounds.Load(), ld.flusher.synced.Load())
+	if r := ld.flusher.rounds.Load(); r >= int64(len(logs)*perLog) {
+		t.Fatalf("%d rounds for %d appends: no round synced two logs", r, len(logs)*perLog)
+	}
+}
+
+// TestDirFlusherSyncFailure: a failed fdatasync in a round of several logs takes the dir offline
+// with a sticky KAFKA_STORAGE_ERROR for every waiter whose offsets it did not cover; the logs whose
+// syncs succeeded in the same round keep what they acknowledged; nothing is retried.
+func TestDirFlusherSyncFailure(t *testing.T) {
+	dir := t.TempDir()
+	hfs := newHaltFS(vfs.OS)
+	ffs := vfs.NewFaultFS(hfs) // the fault is taken before a paused sync blocks
+	ld := NewLogDir(dir)
+	logs := openDirLogs(t, ffs, ld, dir, 4, DefaultConfig())
+	for _, l := range logs {
+		appendAcked(t, l, 2, map[int64]int64{})
+	}
+	blocked, resume := hfs.pause("sync")
+	if _, err := logs[0].Append(offsetBatch(logs[0].LogEndOffset(), 1, time.Now().UnixMilli())); err != nil {
+		t.Fatal(err)
+	}
+	<-blocked
+	ffs.FailNextSync(syscall.EIO) // the first sync of the next round: one of logs[1:]
+	ends := make([]int64, len(logs))
+	for i, l := range logs[1:] {
+		info, err := l.Append(offsetBatch(l.LogEndOffset(), 1, time.Now().UnixMilli()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends[i+1] = info.LastOffset + 1
+	}
+	resume()
+	if err := logs[0].AwaitDurable(logs[0].LogEndOffset()); err != nil {
+		t.Fatalf("log 0, synced before the fault: %v", err)
+	}
+	failed := 0
+	for i, l := range logs[1:] {
+		if err := l.AwaitDurable(ends[i+1]); err != nil {
+			wantStorageError(t, fmt.Sprintf("log %d", i+1), err)
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d waiters failed, want the one whose sync failed", failed)
+	}
+	if ld.Err() == nil {
+		t.Fatal("the log dir is online after a failed sync")
+	}
+	syncs := hfs.syncs.Load()
+	for _, l := range logs {
+		_, err := l.Append(offsetBatch(l.LogEndOffset(), 1, time.Now().UnixMilli()))
+		wantStorageError(t, "append after the failed sync", err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if got := hfs.syncs.Load() - syncs; got != 0 {
+		t.Fatalf("%d syncs after the dir went offline, want none", got)
+	}
+	for _, l := range logs {
+		l.Close()
+	}
+}
+
+// TestDirFlusherStop: closing a log runs its last cycle (a page-cache log's unflushed appends
+// become durable) while the dir's other logs keep being flushed; once the last log closes the
+// flusher goroutine exits, and a log opened later in the same dir starts it again.
+func TestDirFlusherStop(t *testing.T) {
+	dir := t.TempDir()
+	ld := NewLogDir(dir)
+	durable := openDirLogs(t, vfs.OS, ld, dir, 3, DefaultConfig())
+	pc := DefaultConfig()
+	pc.FlushIntervalMessages = 1 << 62 // page-cache acknowledgement
+	lazy := openTestLog(t, vfs.OS, ld, filepath.Join(dir, "lazy-0"), pc, false, 0)
+	for range 5 {
+		if _, err := lazy.Append(offsetBatch(lazy.LogEndOffset(), 2, time.Now().UnixMilli())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	errs := make(chan error, len(durable))
+	for _, l := range durable {
+		go func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				info, err := l.Append(offsetBatch(l.LogEndOffset(), 1, time.Now().UnixMilli()))
+				if err == nil {
+					err = l.AwaitDurable(info.LastOffset + 1)
+				}
+				if err != nil || n > 10000 {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	if rp := lazy.RecoveryPoint(); rp != 0 {
+		t.Fatalf("page-cache log flushed to %d before close", rp)
+	}
+	if err := lazy.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rp, end := lazy.RecoveryPoint(), lazy.LogEndOffset(); rp != end || end != 10 {
+		t.Fatalf("closed log: recovery point %d, end %d, want 10", rp, end)
+	}
+	close(stop)
+	for range durable {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range durable {
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Close(); err != nil { // twice: a no-op
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for flusherRunning(ld) {
+		if time.Now().After(deadline) {
+			t.Fatal("the flusher goroutine still runs after every log closed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	again := openTestLog(t, vfs.OS, ld, filepath.Join(dir, "again-0"), DefaultConfig(), false, 0)
+	defer again.Close()
+	appendAcked(t, again, 3, map[int64]int64{})
+	if !errors.Is(again.Flush(), nil) {
+		t.Fatal("flush of a reopened dir's log failed")
+	}
+}
