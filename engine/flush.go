@@ -501,6 +501,9 @@ func (d *dirFlusher) loop() {
 		d.mu.Lock()
 		if len(d.queue) == 0 {
 			if d.logs == 0 {
+				// Released under mu so a goroutine started by the next register never shares
+				// the syncer (io_destroy with nothing in flight: no disk I/O).
+				d.syncer.Close()
 				d.running = false
 				d.mu.Unlock()
 				return

@@ -44,6 +44,9 @@ type Syncer struct {
 	idx   []int
 }
 
+// Close releases what the syncer holds between calls (vfs.BatchSyncer.Close).
+func (y *Syncer) Close() { y.vfs.Close() }
+
 // SyncAll does what Sync does for every segment of segs, errs[i] (len(errs) >= len(segs)) the
 // result of segs[i], with the fdatasyncs of all of them in flight at once and one wait
 // (vfs.BatchSyncer). The caller makes sure no other sync of any of these segments runs meanwhile

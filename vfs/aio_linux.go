@@ -70,37 +70,7 @@ type aioSyncer struct {
 	// mu guards next and wait.
 	mu   sync.Mutex
 	next uint64
-	wait map[uint64]aioWaiter
-}
-
-// aioWaiter is who waits for one submitted sync: a single sync's channel, or a slot of a batch.
-type aioWaiter struct {
-	ch   chan int64
-	b    *aioBatch
-	slot int
-}
-
-// aioBatch is the AIO state of a BatchSyncer: the results of its submitted syncs and one
-// completion signal for all of them, so the waiting goroutine wakes once per batch.
-type aioBatch struct {
-	cbs       []iocb
-	ptrs      []*iocb
-	ids       []uint64
-	res       []int64
-	remaining atomic.Int32
-	done      chan struct{} // receives once when remaining reaches 0
-}
-
-// deliver records a completed sync of the batch. Called by the reaper with a.mu held.
-func (w aioWaiter) deliver(res int64) {
-	if w.b == nil {
-		w.ch <- res
-		return
-	}
-	w.b.res[w.slot] = res
-	if w.b.remaining.Add(-1) == 0 {
-		w.b.done <- struct{}{}
-	}
+	wait map[uint64]chan int64
 }
 
 // aio is nil when AIO is unavailable. It is set up when the package loads, so its reaper
@@ -120,7 +90,7 @@ func newAIO() *aioSyncer {
 		unix.Syscall(unix.SYS_IO_DESTROY, ctx, 0, 0)
 		return nil
 	}
-	a := &aioSyncer{ctx: ctx, efd: efd, wait: make(map[uint64]aioWaiter)}
+	a := &aioSyncer{ctx: ctx, efd: efd, wait: make(map[uint64]chan int64)}
 	ev := os.NewFile(uintptr(efd), "aio-eventfd") // non-blocking: reads park in the netpoller
 	go a.reap(ev)
 	return a
@@ -148,9 +118,9 @@ func (a *aioSyncer) reap(ev *os.File) {
 			aioCompleted.Add(int64(n))
 			a.mu.Lock()
 			for _, e := range events[:n] {
-				if w, ok := a.wait[e.data]; ok {
+				if ch, ok := a.wait[e.data]; ok {
 					delete(a.wait, e.data)
-					w.deliver(e.res)
+					ch <- e.res
 				}
 			}
 			a.mu.Unlock()
@@ -165,9 +135,9 @@ func (a *aioSyncer) reap(ev *os.File) {
 func (a *aioSyncer) failAll(error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for id, w := range a.wait {
+	for id, ch := range a.wait {
 		delete(a.wait, id)
-		w.deliver(-int64(unix.EIO))
+		ch <- -int64(unix.EIO)
 	}
 	a.wait = nil
 }
@@ -184,7 +154,7 @@ func (a *aioSyncer) fdatasync(fd int) error {
 	}
 	id := a.next
 	a.next++
-	a.wait[id] = aioWaiter{ch: ch}
+	a.wait[id] = ch
 	a.mu.Unlock()
 	cb := &iocb{data: id, lioOpcode: iocbCmdFdsync, fildes: uint32(fd), flags: iocbFlagResfd, resfd: uint32(a.efd)}
 	cbs := [1]*iocb{cb}
@@ -229,87 +199,163 @@ func fdatasync(fd int) error {
 	}
 }
 
-// syncBatch makes every file durable as files[i].Sync() would, errs[i] its result, with one
-// io_submit for all but one of them and one wake-up of the caller: the other files' fdatasyncs
-// are submitted through AIO first, the first real file is synced by this goroutine meanwhile
-// (fdatasync, blocking or AIO as the syncs in flight decide), and the caller then waits once for
-// the batch. Files that are not real files (FaultFS) are synced in turn by their own Sync. Without
-// AIO, or when the submit is refused, every file is synced in turn.
+// Batches (BatchSyncer, the engine's flusher of a log dir) use an AIO context of their own that
+// the syncing goroutine reaps itself, with no eventfd and no reaper: one io_submit for all files
+// but one, a fdatasync of that one meanwhile (blocking, like the first sync in flight of the
+// shared path), then one io_getevents that usually finds the rest complete already, since they
+// ran in parallel with it and share its journal commit. A round of N files so costs three system
+// calls and no goroutine hand-off, where N overlapping Syncs cost N submissions, N completions
+// read by the reaper and N wake-ups. The context is made on the first batch (a log dir with one
+// partition never makes one) and released by Close; without it (io_setup refused: the
+// system-wide aio-max-nr is shared) batches go through the shared path, one Sync per file.
+
+// batchRing is the size of a BatchSyncer's AIO context (larger batches are submitted as slots
+// free up). Small, because aio-max-nr bounds every context of the system together.
+const batchRing = 128
+
+// aioBatch is a BatchSyncer's AIO state.
+type aioBatch struct {
+	ctx    uintptr // 0 until the first batch; ^0 when io_setup failed
+	gen    uint32  // tags each batch's iocbs, so a late completion of an abandoned batch is ignored
+	cbs    []iocb
+	ptrs   []*iocb
+	events []ioEvent
+	slots  []int // file index of each iocb
+	done   []bool
+}
+
+func (b *aioBatch) setup() bool {
+	if b.ctx == 0 {
+		b.ctx = ^uintptr(0)
+		if os.Getenv("WEIR_NO_AIO_SYNC") == "" {
+			var ctx uintptr
+			if _, _, errno := unix.Syscall(unix.SYS_IO_SETUP, batchRing, uintptr(unsafe.Pointer(&ctx)), 0); errno == 0 {
+				b.ctx = ctx
+				b.events = make([]ioEvent, batchRing)
+			}
+		}
+	}
+	return b.ctx != ^uintptr(0)
+}
+
+// close releases the AIO context (io_destroy waits for the syncs in flight).
+func (b *aioBatch) close() {
+	if b.ctx != 0 && b.ctx != ^uintptr(0) {
+		unix.Syscall(unix.SYS_IO_DESTROY, b.ctx, 0, 0)
+	}
+	b.ctx = 0
+}
+
+// syncBatch makes every file durable as files[i].Sync() would, errs[i] its result (see above).
+// Files that are not real files (FaultFS) are synced in turn by their own Sync.
 func (s *BatchSyncer) syncBatch(files []File, errs []error) {
 	b := &s.aio
-	b.cbs, b.ptrs, b.ids, b.res = b.cbs[:0], b.ptrs[:0], b.ids[:0], b.res[:0]
-	s.slots = s.slots[:0]
+	if !b.setup() {
+		for i, f := range files {
+			errs[i] = f.Sync()
+		}
+		return
+	}
+	b.gen++
+	b.cbs, b.slots = b.cbs[:0], b.slots[:0]
 	inline := -1
 	for i, f := range files {
 		of, ok := f.(osFile)
 		switch {
-		case !ok || aio == nil:
+		case !ok:
 			errs[i] = f.Sync()
 		case inline < 0:
 			inline = i
 		default:
-			b.cbs = append(b.cbs, iocb{lioOpcode: iocbCmdFdsync, fildes: uint32(of.File.Fd()), flags: iocbFlagResfd, resfd: uint32(aio.efd)})
-			b.res = append(b.res, 0)
-			s.slots = append(s.slots, i)
+			b.cbs = append(b.cbs, iocb{data: uint64(b.gen)<<32 | uint64(len(b.slots)), lioOpcode: iocbCmdFdsync, fildes: uint32(of.File.Fd())})
+			b.slots = append(b.slots, i)
 		}
 	}
-	submitted, allDone := 0, false
-	if n := len(b.cbs); n > 0 {
-		if b.done == nil {
-			b.done = make(chan struct{}, 1)
-		}
-		b.remaining.Store(int32(n))
-		aio.mu.Lock()
-		if aio.wait != nil {
-			for j := range b.cbs {
-				id := aio.next
-				aio.next++
-				b.cbs[j].data = id
-				b.ids = append(b.ids, id)
-				aio.wait[id] = aioWaiter{b: b, slot: j}
-				b.ptrs = append(b.ptrs, &b.cbs[j])
-			}
-		}
-		aio.mu.Unlock()
-		for submitted < len(b.ptrs) {
-			m, _, errno := unix.Syscall(unix.SYS_IO_SUBMIT, aio.ctx, uintptr(len(b.ptrs)-submitted), uintptr(unsafe.Pointer(&b.ptrs[submitted])))
+	n := len(b.cbs)
+	b.ptrs = b.ptrs[:0]
+	for j := range b.cbs {
+		b.ptrs = append(b.ptrs, &b.cbs[j])
+	}
+	if cap(b.done) < n {
+		b.done = make([]bool, n)
+	}
+	b.done = b.done[:n]
+	clear(b.done)
+	next, inflight, completed := 0, 0, 0
+	failed := false // submitting or reaping failed: what is left is synced in turn
+	submit := func() {
+		for !failed && next < n && inflight < batchRing {
+			m, _, errno := unix.Syscall(unix.SYS_IO_SUBMIT, b.ctx, uintptr(min(n-next, batchRing-inflight)), uintptr(unsafe.Pointer(&b.ptrs[next])))
 			if errno == unix.EINTR {
 				continue
 			}
 			if errno != 0 || m == 0 {
-				break
+				// EBADF and the like name one iocb: sync it in turn and go on with the rest;
+				// anything else (EAGAIN, ENOSYS, ...) stops the AIO part of the batch.
+				if errno == unix.EBADF || errno == unix.EINVAL {
+					i := b.slots[next]
+					errs[i] = files[i].Sync()
+					b.done[next] = true
+					completed++
+					next++
+					continue
+				}
+				failed = true
+				return
 			}
-			submitted += int(m)
-		}
-		if submitted < n {
-			// The rest was not submitted (AIO unavailable, ring full, ...): forget it and
-			// sync it in turn.
-			aio.mu.Lock()
-			for _, id := range b.ids[submitted:] {
-				delete(aio.wait, id)
-			}
-			aio.mu.Unlock()
-			if b.remaining.Add(int32(submitted-n)) == 0 {
-				allDone = true // every submitted one completed already: no signal comes
-			}
+			next += int(m)
+			inflight += int(m)
 		}
 	}
+	submit()
 	if inline >= 0 {
 		errs[inline] = files[inline].Sync()
 	}
-	if submitted > 0 && !allDone {
-		<-b.done
-	}
-	for j := range b.cbs {
-		i := s.slots[j]
-		if j >= submitted {
-			errs[i] = files[i].Sync()
+	for inflight > 0 && !failed {
+		want := inflight
+		if next < n {
+			want = 1 // free slots for the rest as soon as any completes
+		}
+		got, _, errno := unix.Syscall6(unix.SYS_IO_GETEVENTS, b.ctx, uintptr(want), uintptr(len(b.events)),
+			uintptr(unsafe.Pointer(&b.events[0])), 0, 0)
+		if errno == unix.EINTR {
 			continue
 		}
-		if res := b.res[j]; res < 0 {
-			errs[i] = &os.PathError{Op: "fdatasync", Path: files[i].Name(), Err: unix.Errno(-res)}
-		} else {
-			errs[i] = nil
+		if errno != 0 {
+			failed = true
+			break
+		}
+		for _, e := range b.events[:got] {
+			if uint32(e.data>>32) != b.gen {
+				continue // a late completion of an abandoned batch
+			}
+			j := int(uint32(e.data))
+			inflight--
+			if b.done[j] {
+				continue
+			}
+			b.done[j] = true
+			completed++
+			if i := b.slots[j]; e.res < 0 {
+				errs[i] = &os.PathError{Op: "fdatasync", Path: files[i].Name(), Err: unix.Errno(-e.res)}
+			} else {
+				errs[i] = nil
+			}
+		}
+		submit()
+	}
+	if completed < n {
+		// Submission or reaping failed: every file whose sync did not complete here is synced
+		// in turn (a sync still in flight completes harmlessly; its late event is ignored).
+		for j, ok := range b.done {
+			if !ok {
+				i := b.slots[j]
+				errs[i] = files[i].Sync()
+			}
+		}
+		if inflight > 0 {
+			// The context may still hold completions of this batch: start afresh.
+			b.close()
 		}
 	}
 	batchesSynced.Add(1)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -140,5 +141,38 @@ func TestBatchSync(t *testing.T) {
 				t.Fatalf("file %d: %v", i, err)
 			}
 		}
+	}
+}
+
+// TestBatchSyncLarge: a batch larger than the syncer's AIO context is submitted as slots free up,
+// and every file's sync is reported; Close releases the context and the syncer works after it.
+func TestBatchSyncLarge(t *testing.T) {
+	dir := t.TempDir()
+	files := make([]File, 3*batchRing+5)
+	for i := range files {
+		f, err := OS.OpenFile(filepath.Join(dir, strconv.Itoa(i)), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt([]byte("weir"), 0); err != nil {
+			t.Fatal(err)
+		}
+		files[i] = f
+	}
+	var s BatchSyncer
+	defer s.Close()
+	errs := make([]error, len(files))
+	for round := range 3 {
+		for i := range errs {
+			errs[i] = errors.New("not synced")
+		}
+		s.SyncFiles(files, errs)
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d, file %d: %v", round, i, err)
+			}
+		}
+		s.Close()
 	}
 }
