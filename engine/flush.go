@@ -412,6 +412,7 @@ type dirFlusher struct {
 	spare   []*Log
 	logs    int  // logs registered and not gone
 	running bool // the goroutine runs
+	holds   int  // FlushHolds taken: enqueue queues without waking the goroutine
 	kick    chan struct{}
 
 	// rounds counts the rounds that synced at least one log, synced the logs they synced.
@@ -451,11 +452,85 @@ func (d *dirFlusher) enqueue(l *Log) {
 	if !f.busy {
 		d.queue = append(d.queue, l)
 	}
+	held := d.holds > 0 && !f.stopping
 	d.mu.Unlock()
+	if held {
+		return // the hold's release wakes the goroutine
+	}
 	select {
 	case d.kick <- struct{}{}:
 	default:
 	}
+}
+
+func (d *dirFlusher) hold() {
+	d.mu.Lock()
+	d.holds++
+	d.mu.Unlock()
+}
+
+func (d *dirFlusher) release() {
+	d.mu.Lock()
+	d.holds--
+	queued := len(d.queue) > 0
+	d.mu.Unlock()
+	if queued {
+		select {
+		case d.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// FlushHold lets a request that appends to several logs have one flush round cover all of its
+// appends: while held, an append queues its log for the log dir's flusher without waking it, and
+// Release wakes it once. Without it an idle flusher woken by the request's first append would
+// start a round at once, and the request's reply would wait for that round and the next. The
+// flusher is never made to wait: a round already running takes whatever is queued when it gets
+// to it, and Release always wakes it, so concurrent requests do not delay each other's rounds. The
+// zero value is ready; Add each log before appending to it and call Release once, after the last
+// append (a deferred call, so a failed request releases too). A FlushHold is used by one
+// goroutine.
+type FlushHold struct {
+	dirs  [2]*LogDir
+	n     int
+	extra []*LogDir
+}
+
+// Add holds the flusher of l's log dir (once per dir).
+func (h *FlushHold) Add(l *Log) {
+	d := l.logDir
+	for i := range h.n {
+		if h.dirs[i] == d {
+			return
+		}
+	}
+	for _, e := range h.extra {
+		if e == d {
+			return
+		}
+	}
+	if h.n < len(h.dirs) {
+		h.dirs[h.n] = d
+		h.n++
+	} else {
+		h.extra = append(h.extra, d)
+	}
+	d.flusher.hold()
+}
+
+// Release wakes every held flusher that has work queued, and ends the hold.
+func (h *FlushHold) Release() {
+	for i := range h.n {
+		h.dirs[i].flusher.release()
+		h.dirs[i] = nil
+	}
+	h.n = 0
+	for i, e := range h.extra {
+		e.flusher.release()
+		h.extra[i] = nil
+	}
+	h.extra = h.extra[:0]
 }
 
 // stop asks for a last cycle of l; l.flush.exited is closed once it ran.

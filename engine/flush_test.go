@@ -243,3 +243,50 @@ func TestDirFlusherStop(t *testing.T) {
 		t.Fatal("flush of a reopened dir's log failed")
 	}
 }
+
+// TestFlushHold: appends to several logs under a FlushHold do not wake the flusher; Release wakes
+// it once and one round syncs them all. A log closing meanwhile is not held back.
+func TestFlushHold(t *testing.T) {
+	dir := t.TempDir()
+	ld := NewLogDir(dir)
+	logs := openDirLogs(t, vfs.OS, ld, dir, 5, DefaultConfig())
+	for _, l := range logs {
+		appendAcked(t, l, 1, map[int64]int64{})
+	}
+	rounds, synced := ld.flusher.rounds.Load(), ld.flusher.synced.Load()
+	var h FlushHold
+	ends := make([]int64, 4)
+	for i, l := range logs[:4] {
+		h.Add(l)
+		h.Add(l) // once per dir
+		info, err := l.Append(offsetBatch(l.LogEndOffset(), 2, time.Now().UnixMilli()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends[i] = info.LastOffset + 1
+	}
+	time.Sleep(20 * time.Millisecond)
+	for i, l := range logs[:4] {
+		if rp := l.RecoveryPoint(); rp >= ends[i] {
+			t.Fatalf("log %d flushed to %d while held", i, rp)
+		}
+	}
+	h.Release()
+	h.Release() // a no-op
+	for i, l := range logs[:4] {
+		if err := l.AwaitDurable(ends[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, s := ld.flusher.rounds.Load()-rounds, ld.flusher.synced.Load()-synced; r != 1 || s != 4 {
+		t.Fatalf("%d rounds synced %d logs after the release, want 1 round of 4", r, s)
+	}
+	h.Add(logs[4])
+	if err := logs[4].Close(); err != nil { // its last cycle runs although the dir is held
+		t.Fatal(err)
+	}
+	h.Release()
+	for _, l := range logs[:4] {
+		l.Close()
+	}
+}
