@@ -22,8 +22,9 @@ import (
 type flushState struct {
 	// flushed is the offset below which everything is durable (the recovery point).
 	flushed atomic.Int64
-	// done is closed and replaced after each flush cycle (or failure); waiters block on it.
-	done atomic.Pointer[chan struct{}]
+	// done fires after each flush cycle (or failure); waiters block on it. Its channel is made
+	// only when someone waits, so a cycle nobody waits for allocates nothing.
+	done watch
 
 	// log is the log this state belongs to (set by init).
 	log *Log
@@ -66,8 +67,6 @@ const resourceRetryDelay = 100 * time.Millisecond
 
 func (f *flushState) init(l *Log, flushed int64) {
 	f.flushed.Store(flushed)
-	ch := make(chan struct{})
-	f.done.Store(&ch)
 	f.log = l
 	f.exited = make(chan struct{})
 	f.lowestTruncation = -1
@@ -329,11 +328,7 @@ func (f *flushState) syncAll(l *Log, seal []*segment.Segment, dirSync bool, acti
 }
 
 // publish wakes every waiter (they re-check the flushed offset and the log dir's error).
-func (f *flushState) publish() {
-	ch := make(chan struct{})
-	old := f.done.Swap(&ch)
-	close(*old)
-}
+func (f *flushState) publish() { f.done.fire() }
 
 // stop runs a last cycle of the log and detaches it from the log dir's flusher.
 func (f *flushState) stop(l *Log) {
@@ -355,7 +350,7 @@ func (l *Log) AwaitDurable(upTo int64) error {
 func (l *Log) WaitFlushed(upTo int64) error {
 	f := &l.flush
 	for {
-		ch := f.done.Load()
+		ch := f.done.wait()
 		if f.flushed.Load() >= upTo {
 			return nil
 		}
@@ -380,7 +375,7 @@ func (l *Log) WaitFlushed(upTo int64) error {
 		}
 		f.wake()
 		select {
-		case <-*ch:
+		case <-ch:
 		case <-f.exited:
 		}
 	}
@@ -617,8 +612,9 @@ func (d *dirFlusher) round(batch []*Log) {
 		case !ok:
 			d.done(l, final)
 		case j.slow():
+			slow := j // only a slow job escapes to its goroutine
 			go func() {
-				l.flush.runSlow(l, &j)
+				l.flush.runSlow(l, &slow)
 				d.done(l, final)
 			}()
 		default:

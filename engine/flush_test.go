@@ -290,3 +290,48 @@ func TestFlushHold(t *testing.T) {
 		l.Close()
 	}
 }
+
+// TestDurableRequestAllocs: a durable request over several partitions (FlushHold, an append to
+// each, a wait for each) allocates at most one wake-up channel per partition's flush round, and
+// nothing per append (the append path's cleanup.policy check used to split the policy string).
+func TestDurableRequestAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fsyncs")
+	}
+	dir := t.TempDir()
+	ld := NewLogDir(dir)
+	logs := openDirLogs(t, vfs.OS, ld, dir, 8, DefaultConfig())
+	defer func() {
+		for _, l := range logs {
+			l.Close()
+		}
+	}()
+	batches := make([][]byte, len(logs))
+	for i := range batches {
+		batches[i] = offsetBatch(0, 1, 1)
+	}
+	ends := make([]int64, len(logs))
+	req := func() {
+		var h FlushHold
+		for i, l := range logs {
+			h.Add(l)
+			info, err := l.Append(batches[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			ends[i] = info.LastOffset + 1
+		}
+		h.Release()
+		for i, l := range logs {
+			if err := l.AwaitDurable(ends[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range 20 { // warm: the flusher's buffers grow to the batch
+		req()
+	}
+	if a := testing.AllocsPerRun(100, req); a > float64(len(logs))+1 {
+		t.Fatalf("%.1f allocations per durable request over %d partitions, want at most one per partition", a, len(logs))
+	}
+}
