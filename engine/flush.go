@@ -332,6 +332,9 @@ func (f *flushState) publish() { f.done.fire() }
 
 // stop runs a last cycle of the log and detaches it from the log dir's flusher.
 func (f *flushState) stop(l *Log) {
+	if f.exited == nil {
+		return // never started (init not reached)
+	}
 	l.logDir.flusher.stop(l)
 	<-f.exited
 }
@@ -399,6 +402,12 @@ func (l *Log) Flush() error { return l.WaitFlushed(l.LogEndOffset()) }
 // acknowledgements; the log is skipped by the rounds until it ends. No lock is held across I/O.
 //
 // The goroutine starts with the dir's first log and exits when its last log stops.
+//
+// Kafka with log.flush.interval.messages=1 flushes on the request handler thread, one partition
+// after the other (UnifiedLog.append then flush, FileChannel.force per segment): a produce over N
+// partitions waits for N syncs in turn and shares none with other requests. weir keeps Kafka's
+// meaning (an acknowledged record is on disk) and does better on both counts: the request's N
+// syncs run together, and concurrent requests share them.
 type dirFlusher struct {
 	// mu guards queue, logs, running and the queued/busy/stopping/gone fields of every log's
 	// flushState. Lock order: a log's mu, then mu.
