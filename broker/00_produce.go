@@ -148,6 +148,11 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 				if rep != nil {
 					epoch, leading = rep.leaderEpoch()
 				}
+				if req.TransactionID != nil {
+					// KIP-890 verification may wait for the transaction coordinator: no other
+					// request's flush round waits behind it (the next append holds again).
+					hold.Release()
+				}
 				minISR := 1
 				if req.Acks == -1 && rep != nil && !rep.local {
 					minISR = keyMinInsyncReplicas.Topic(b.cfg, t.Configs)

@@ -493,8 +493,10 @@ func (d *dirFlusher) release() {
 // flusher is never made to wait: a round already running takes whatever is queued when it gets
 // to it, and Release always wakes it, so concurrent requests do not delay each other's rounds. The
 // zero value is ready; Add each log before appending to it and call Release once, after the last
-// append (a deferred call, so a failed request releases too). A FlushHold is used by one
-// goroutine.
+// append (a deferred call, so a failed request releases too). Hold only across appends: release
+// before anything that may wait (a network round trip), since while the hold lasts other
+// requests' appends to the dir do not wake an idle flusher either. A FlushHold is used by one
+// goroutine; after Release it may be used again.
 type FlushHold struct {
 	dirs  [2]*LogDir
 	n     int
