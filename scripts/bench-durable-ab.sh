@@ -3,17 +3,22 @@
 #
 # Durable acknowledgements (weir's default, log.flush.interval.messages=1), two weir binaries
 # (e.g. before and after a flusher change) alternating, one broker at a time on an empty data dir.
-# STEPS selects what runs (default "tools syscalls tails"):
+# STEPS selects what runs (default "engine syscalls tails tools"):
 #
-#   tools     Kafka's ProducerPerformance over the durable produce cells, through
-#             scripts/bench-kafka-tools.sh (BROKERS=weir MODES=durable TOOLS_CELLS=produce REPS=1),
+#   engine    when ENGINE_OLD_TEST and ENGINE_NEW_TEST name the engine test binaries of the two
+#             versions (`go test -c ./engine/`): BenchmarkDurableRequests (a produce-shaped request
+#             over P partitions of one log dir, then a wait for all) -benchtime ENGINE_BENCHTIME
+#             (1000x), alternating, REPS times: OUTDIR/engine-<bin>-r<N>.txt.
+#   tools     Kafka's ProducerPerformance over the durable produce cells and EndToEndLatency, through
+#             scripts/bench-kafka-tools.sh (BROKERS=weir MODES=durable TOOLS_CELLS="produce e2e" REPS=1;
+#             its TOOLS_* variables pass through),
 #             once per binary per repetition, the first binary alternating: OUTDIR/tools-<bin>-r<N>/
 #             results.tsv (records/s, p50/p99/p999, broker CPU seconds).
 #   syscalls  per binary: one ProducerPerformance run (SYS_PARTITIONS partitions, SYS_SIZE B,
 #             acks=all, SYS_RECORDS records after a warm-up) under `perf stat` (context switches,
 #             task clock), and one under `strace -c -f` (syscall counts); produce responses and
 #             fsyncs counted from the broker's /metrics around each run: OUTDIR/sys-<bin>-*.txt.
-#   tails     `weir bench disk` (fdatasync latency of this disk, one appender), then per binary
+#   tails     `weir bench disk` (fdatasync latency of this disk, one appender; before and after), then per binary
 #             `weir bench e2e` at E2E_RATE msg/s (16 partitions, 1 KiB, acks=all) for E2E_DURATION
 #             while /proc/meminfo Dirty/Writeback and the broker's /proc/PID/io are sampled every
 #             second: OUTDIR/e2e-<bin>-r<N>/ (summary.json, e2e.hgrm) and OUTDIR/e2e-<bin>-r<N>.mem.
@@ -30,7 +35,7 @@ new="$(realpath "${2:?usage: $0 OLD_BIN NEW_BIN OUTDIR}")"
 out="${3:?usage: $0 OLD_BIN NEW_BIN OUTDIR}"
 mkdir -p "$out"; out="$(cd "$out" && pwd)"
 REPS="${REPS:-3}"
-STEPS="${STEPS:-tools syscalls tails}"
+STEPS="${STEPS:-engine syscalls tails tools}"
 PORT="${PORT:-29192}"
 MPORT=$((PORT + 1000))
 SYS_PARTITIONS="${SYS_PARTITIONS:-6}"
@@ -75,12 +80,23 @@ pp() { # TOPIC N SIZE ACKS
     --record-size "$3" --throughput -1 --producer-props bootstrap.servers="127.0.0.1:$PORT" acks="$4" 2>&1 | tail -n 1
 }
 
+if has engine && [[ -n "${ENGINE_OLD_TEST:-}" && -n "${ENGINE_NEW_TEST:-}" ]]; then
+  for rep in $(seq 1 "$REPS"); do
+    for t in $(if (( rep % 2 == 1 )); then echo "$ENGINE_OLD_TEST $ENGINE_NEW_TEST"; else echo "$ENGINE_NEW_TEST $ENGINE_OLD_TEST"; fi); do
+      l=new; [[ "$t" == "$ENGINE_OLD_TEST" ]] && l=old
+      log "engine rep $rep $l"
+      (cd "$(mktemp -d)" && timeout 600 "$t" -test.run '^$' -test.bench 'DurableRequests' \
+        -test.benchtime "${ENGINE_BENCHTIME:-1000x}" -test.benchmem) >"$out/engine-$l-r$rep.txt" 2>&1 || log "engine bench failed"
+    done
+  done
+fi
+
 if has tools; then
   for rep in $(seq 1 "$REPS"); do
     for bin in $(order "$rep"); do
       l="$(label "$bin")"
       log "tools rep $rep $l"
-      BROKERS=weir WEIR_BIN="$bin" MODES=durable TOOLS_CELLS=produce REPS=1 \
+      BROKERS=weir WEIR_BIN="$bin" MODES=durable TOOLS_CELLS="${TOOLS_CELLS:-produce e2e}" REPS=1 \
         "$REPO/scripts/bench-kafka-tools.sh" "$out/tools-$l-r$rep" >"$out/tools-$l-r$rep.log" 2>&1 || log "tools run failed: see $out/tools-$l-r$rep.log"
     done
   done
@@ -111,9 +127,12 @@ if has syscalls; then
 fi
 
 if has tails; then
-  d="$(mktemp -d -t durable-ab-disk.XXXXXX)"
-  "$new" bench disk --dir "$d" --duration 5s --appenders 1 --out "$out/disk" >"$out/disk.txt" 2>&1 || true
-  rm -rf "$d"
+  disk() { # N: the disk's fdatasync latency now (before and after the e2e runs)
+    local d; d="$(mktemp -d -t durable-ab-disk.XXXXXX)"
+    "$new" bench disk --dir "$d" --duration 5s --appenders 1 --append-bytes 134217728 --out "$out/disk-$1" >"$out/disk-$1.txt" 2>&1 || true
+    rm -rf "$d"
+  }
+  disk 1
   for rep in $(seq 1 "$REPS"); do
     for bin in $(order "$rep"); do
       l="$(label "$bin")"
@@ -135,5 +154,6 @@ if has tails; then
       stop
     done
   done
+  disk 2
 fi
 log "done: $out"
