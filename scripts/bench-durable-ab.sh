@@ -21,7 +21,8 @@
 #   tails     `weir bench disk` (fdatasync latency of this disk, one appender; before and after), then per binary
 #             `weir bench e2e` at E2E_RATE msg/s (16 partitions, 1 KiB, acks=all) for E2E_DURATION
 #             while /proc/meminfo Dirty/Writeback and the broker's /proc/PID/io are sampled every
-#             second: OUTDIR/e2e-<bin>-r<N>/ (summary.json, e2e.hgrm) and OUTDIR/e2e-<bin>-r<N>.mem.
+#             second: OUTDIR/e2e-<bin>-r<N>/ (summary.json, e2e.hgrm), OUTDIR/e2e-<bin>-r<N>.mem, and
+#             the broker's flush-cycle latency histogram after the run: OUTDIR/e2e-<bin>-r<N>.flush.
 #
 #   REPS (default 3), SYS_PARTITIONS (6), SYS_SIZE (100), SYS_RECORDS (300000), E2E_RATE (50000),
 #   E2E_DURATION (20s), PORT (29192; metrics on PORT+1000)
@@ -150,6 +151,8 @@ if has tails; then
         >"$out/e2e-$l-r$rep.txt" 2>&1 || log "e2e failed: see $out/e2e-$l-r$rep.txt"
       c1="$(ticks)"
       echo "e2e $l r$rep: broker cpu ticks $((c1 - c0))" >>"$out/e2e-$l-r$rep.txt"
+      # The broker's own flush-cycle latencies over the run (histogram buckets, seconds).
+      curl -s "http://127.0.0.1:$MPORT/metrics" | grep -E '^weir_log_flush_(duration_seconds|batch_appends)_(bucket|sum|count)' >"$out/e2e-$l-r$rep.flush" || true
       kill "$spid" 2>/dev/null || true
       stop
     done
