@@ -148,7 +148,7 @@ func (f *flushState) setTimer(l *Log) {
 	ms := l.config().FlushIntervalMs
 	f.timerMu.Lock()
 	defer f.timerMu.Unlock()
-	if ms == f.interval {
+	if ms == f.interval || f.interval < 0 { // unchanged, or stopped for good (stopTimer)
 		return
 	}
 	if f.timer != nil {
@@ -170,7 +170,7 @@ func (f *flushState) setTimer(l *Log) {
 	}
 }
 
-// stopTimer stops the flush.ms timer for good.
+// stopTimer stops the flush.ms timer for good (the last cycle's setTimer keeps it stopped).
 func (f *flushState) stopTimer() {
 	f.timerMu.Lock()
 	defer f.timerMu.Unlock()

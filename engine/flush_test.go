@@ -335,3 +335,62 @@ func TestDurableRequestAllocs(t *testing.T) {
 		t.Fatalf("%.1f allocations per durable request over %d partitions, want at most one per partition", a, len(logs))
 	}
 }
+
+// TestFlushMsTimer: flush.ms queues a page-cache log for a cycle every interval, a new value takes
+// effect at once (0: no timer), and a closed log's timer never queues it again.
+func TestFlushMsTimer(t *testing.T) {
+	dir := t.TempDir()
+	ld := NewLogDir(dir)
+	cfg := DefaultConfig()
+	cfg.FlushIntervalMessages = 1 << 62
+	cfg.FlushIntervalMs = 20
+	l := openTestLog(t, vfs.OS, ld, filepath.Join(dir, "timer-0"), cfg, false, 0)
+	waitFlushedTo := func(want int64) bool {
+		deadline := time.Now().Add(3 * time.Second)
+		for time.Now().Before(deadline) {
+			if l.RecoveryPoint() >= want {
+				return true
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return false
+	}
+	if _, err := l.Append(offsetBatch(0, 3, time.Now().UnixMilli())); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFlushedTo(3) {
+		t.Fatalf("flush.ms=20: recovery point %d after 3 s, want 3", l.RecoveryPoint())
+	}
+	cfg.FlushIntervalMs = 0
+	l.SetConfig(cfg)
+	time.Sleep(50 * time.Millisecond) // the cycle SetConfig asked for has run
+	if _, err := l.Append(offsetBatch(3, 2, time.Now().UnixMilli())); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if rp := l.RecoveryPoint(); rp != 3 {
+		t.Fatalf("flush.ms off: recovery point %d, want 3 (nothing flushes a page-cache log)", rp)
+	}
+	cfg.FlushIntervalMs = 10
+	l.SetConfig(cfg)
+	if !waitFlushedTo(5) {
+		t.Fatalf("flush.ms=10 again: recovery point %d, want 5", l.RecoveryPoint())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // a timer firing now finds the log gone
+	l.flush.timerMu.Lock()
+	stopped := l.flush.timer == nil
+	l.flush.timerMu.Unlock()
+	if !stopped {
+		t.Fatal("the flush.ms timer still runs after close")
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for flusherRunning(ld) {
+		if time.Now().After(deadline) {
+			t.Fatal("the flusher goroutine runs after the dir's only log closed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
