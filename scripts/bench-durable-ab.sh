@@ -25,7 +25,8 @@
 #             the broker's flush-cycle latency histogram after the run: OUTDIR/e2e-<bin>-r<N>.flush.
 #
 #   REPS (default 3), SYS_PARTITIONS (6), SYS_SIZE (100), SYS_RECORDS (300000), E2E_RATE (50000),
-#   E2E_DURATION (20s), PORT (29192; metrics on PORT+1000)
+#   E2E_DURATION (20s), PORT (29192; metrics on PORT+1000), BROKER_SET (extra `--set k=v` flags of
+#   the syscalls and tails brokers, e.g. "--set log.preallocate=true")
 #
 # Everything listens on 127.0.0.1 only; every run is bounded by a record count or a duration and
 # a timeout.
@@ -59,7 +60,7 @@ DATA=""
 start() { # BIN
   DATA="$(mktemp -d -t durable-ab.XXXXXX)"
   "$1" serve --log-level warn --set "listeners=PLAINTEXT://127.0.0.1:$PORT" --set "log.dirs=$DATA/data" \
-    --set "metrics.listener=127.0.0.1:$MPORT" --set group.initial.rebalance.delay.ms=0 >"$DATA/weir.log" 2>&1 </dev/null &
+    --set "metrics.listener=127.0.0.1:$MPORT" --set group.initial.rebalance.delay.ms=0 ${BROKER_SET:-} >"$DATA/weir.log" 2>&1 </dev/null &
   PID=$!
   for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && return 0; sleep 0.1; done
   log "broker did not start"; return 1
