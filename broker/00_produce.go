@@ -10,7 +10,9 @@ package broker
 // response carries it in log_append_time_ms (-1 otherwise).
 // acks=0: no response. acks=1 means a durable local append when the log's policy is durable
 // (the default): the reply is deferred until the fdatasync that covers every appended batch of
-// the request, so the appends of pipelined requests share syncs. acks=-1 on a single-replica
+// the request, so the appends of pipelined requests share syncs; the log dir's flusher is woken
+// once, after the request's last append (engine.FlushHold), so one flush round syncs all of the
+// request's partitions and the reply's wait wakes once. acks=-1 on a single-replica
 // partition is the same; on a replicated one the reply waits (deferred, not blocking other
 // requests) until the high watermark covers the batch, i.e. every in-sync replica has it on
 // disk, or timeout_ms (REQUEST_TIMED_OUT); with fewer in-sync replicas than min.insync.replicas
@@ -83,6 +85,10 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 	if req.TransactionID != nil {
 		txnIDErr = b.authorize(r, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionID) // ACL: WRITE on the transactional id
 	}
+	// One flush round covers every durable append of the request: the log dirs' flushers are
+	// woken once, after the last append (engine.FlushHold), so the reply waits for one round.
+	var hold engine.FlushHold
+	defer hold.Release()
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -142,6 +148,11 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 				if rep != nil {
 					epoch, leading = rep.leaderEpoch()
 				}
+				if req.TransactionID != nil {
+					// KIP-890 verification may wait for the transaction coordinator: no other
+					// request's flush round waits behind it (the next append holds again).
+					hold.Release()
+				}
 				minISR := 1
 				if req.Acks == -1 && rep != nil && !rep.local {
 					minISR = keyMinInsyncReplicas.Topic(b.cfg, t.Configs)
@@ -170,6 +181,7 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 							batch, err = rc.Recompress(batch, compression, mmb, record.DecompressLimit(mmb))
 						}
 						if err == nil {
+							hold.Add(l)
 							info, epoch, err = b.appendVerifiedAsLeader(rep, batch, ta)
 						}
 						if rc != nil {
@@ -208,6 +220,7 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 			}
 		}
 	}
+	hold.Release()
 	b.observeProduced(r.Version, req, resp) // bytes and records in, per topic (metrics.go)
 	// Every reply below is NoAlias: the response and the deferred wait refer to resp and the
 	// logs, never to the request's bytes (its records are in the log now), so netio releases

@@ -47,6 +47,9 @@ func handleWriteTxnMarkers(b *Broker, r *netio.Request) netio.Reply {
 	resp.SetVersion(r.Version)
 	authErr := b.authorizeCluster(r, acl.OpClusterAction) // ACL: CLUSTER_ACTION on the cluster
 	var pending []pendingMarker
+	// One flush round covers every marker of the request (engine.FlushHold, as Produce does).
+	var hold engine.FlushHold
+	defer hold.Release()
 	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, len(req.Markers))
 	for i := range req.Markers {
 		m := &req.Markers[i]
@@ -73,6 +76,9 @@ func handleWriteTxnMarkers(b *Broker, r *netio.Request) netio.Reply {
 					sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 					continue
 				}
+				if rep := b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: p}); rep != nil && rep.log != nil {
+					hold.Add(rep.log)
+				}
 				pm, err := b.appendTxnMarker(t, p, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed, int16(m.TransactionVersion))
 				if err != nil {
 					sp.ErrorCode = errorCode(err)
@@ -83,6 +89,7 @@ func handleWriteTxnMarkers(b *Broker, r *netio.Request) netio.Reply {
 			}
 		}
 	}
+	hold.Release()
 	if len(pending) == 0 {
 		return netio.Reply{Response: resp, NoAlias: true}
 	}

@@ -366,12 +366,18 @@ func (w *txnMarkers) writeLocal(ctx context.Context, m txncoord.Marker, idx []in
 		pm pendingMarker
 	}
 	var pend []waiting
+	// One flush round covers every marker (engine.FlushHold, as Produce does).
+	var hold engine.FlushHold
+	defer hold.Release()
 	for _, i := range idx {
 		tp := m.Partitions[i]
 		t, ok := w.b.topics.get(tp.Topic)
 		if !ok || tp.Partition >= t.Partitions {
 			errs[i] = txncoord.ErrPartitionGone
 			continue
+		}
+		if rep := w.b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: tp.Partition}); rep != nil && rep.log != nil {
+			hold.Add(rep.log)
 		}
 		pm, err := w.b.appendTxnMarker(t, tp.Partition, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Commit, m.TransactionVersion)
 		if err != nil {
@@ -380,6 +386,7 @@ func (w *txnMarkers) writeLocal(ctx context.Context, m txncoord.Marker, idx []in
 		}
 		pend = append(pend, waiting{i, pm})
 	}
+	hold.Release()
 	if len(pend) == 0 {
 		return
 	}

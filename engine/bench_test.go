@@ -44,8 +44,15 @@ func pageCacheConfig() engine.Config {
 }
 
 func openBenchLog(b *testing.B, dir string, partition int, cfg engine.Config) *engine.Log {
+	return openBenchLogIn(b, nil, dir, partition, cfg)
+}
+
+// openBenchLogIn opens a bench log in log dir ld (nil: a log dir of its own); the partitions of a
+// broker's log dir share one (engine.Manager).
+func openBenchLogIn(b *testing.B, ld *engine.LogDir, dir string, partition int, cfg engine.Config) *engine.Log {
 	b.Helper()
 	l, err := engine.OpenLog(engine.OpenOptions{
+		LogDir:    ld,
 		Dir:       filepath.Join(dir, fmt.Sprintf("bench-%d", partition)),
 		Topic:     "bench",
 		Partition: int32(partition),
@@ -174,6 +181,95 @@ func BenchmarkDurableAppend(b *testing.B) {
 	b.Run("1KiB/batch1/partitions=1/appenders=16/preallocate", func(b *testing.B) { benchDurable(b, batch, 1, 16, true) })
 }
 
+// BenchmarkDurableRequests is the durable path as a produce request sees it: C clients, each
+// appending one 1 KiB batch to every one of P partitions of one log dir (as a request over P
+// partitions does, under an engine.FlushHold as the broker's produce handler takes) and then
+// waiting until all are durable, in a loop; b.N requests in all. Metrics: requests/s, fsyncs/s
+// (flush cycles of a partition, counted by the engine.Observer), fsyncs/request and the request's
+// append-to-durable latency (p50/p99/p99.9).
+func BenchmarkDurableRequests(b *testing.B) {
+	batch := benchmarks.Batch(1, 1<<10)
+	for _, shape := range []struct{ partitions, clients int }{{6, 1}, {6, 4}, {16, 4}, {64, 1}} {
+		b.Run(fmt.Sprintf("1KiB/partitions=%d/clients=%d", shape.partitions, shape.clients), func(b *testing.B) {
+			benchDurableRequests(b, batch, shape.partitions, shape.clients)
+		})
+	}
+}
+
+func benchDurableRequests(b *testing.B, batch []byte, partitions, clients int) {
+	dir := benchmarks.Dir(b)
+	counter := &fsyncCounter{}
+	cfg := engine.DefaultConfig()
+	cfg.Observer = counter
+	ld := engine.NewLogDir(dir)
+	logs := make([]*engine.Log, partitions)
+	for p := range logs {
+		logs[p] = openBenchLogIn(b, ld, dir, p, cfg)
+	}
+	defer func() {
+		for _, l := range logs {
+			l.Close()
+		}
+	}()
+	lat := benchmarks.NewLatencies(clients, b.N/clients+1)
+	b.SetBytes(int64(len(batch) * partitions))
+	b.ReportAllocs()
+	counter.reset()
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for c := range clients {
+		n := b.N / clients
+		if c < b.N%clients {
+			n++
+		}
+		wg.Go(func() {
+			batches := make([][]byte, partitions) // Append rewrites the header: one batch per partition
+			for i := range batches {
+				batches[i] = append([]byte(nil), batch...)
+			}
+			ends := make([]int64, partitions)
+			for range n {
+				t0 := time.Now()
+				if !appendRequest(b, logs, batches, ends) {
+					return
+				}
+				for p, l := range logs {
+					if err := l.AwaitDurable(ends[p]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+				lat.Record(c, time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cycles := counter.cycles.Load()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "requests/s")
+	b.ReportMetric(float64(cycles)/elapsed.Seconds(), "fsyncs/s")
+	b.ReportMetric(float64(cycles)/float64(b.N), "fsyncs/request")
+	benchmarks.ReportLatency(b, lat.Histogram(), "")
+}
+
+// appendRequest appends one batch to every log, as one produce request does.
+func appendRequest(b *testing.B, logs []*engine.Log, batches [][]byte, ends []int64) bool {
+	var hold engine.FlushHold
+	defer hold.Release()
+	for p, l := range logs {
+		hold.Add(l)
+		info, err := l.Append(batches[p])
+		if err != nil {
+			b.Error(err)
+			return false
+		}
+		ends[p] = info.LastOffset + 1
+	}
+	return true
+}
+
 func benchRawFdatasync(b *testing.B, batch []byte) {
 	w, err := benchmarks.NewSequentialWriter(benchmarks.Dir(b), benchSegmentBytes, 2, false)
 	if err != nil {
@@ -208,9 +304,10 @@ func benchDurable(b *testing.B, batch []byte, partitions, appendersPerPartition 
 		cfg.Preallocate = true
 		cfg.SegmentBytes = benchSegmentBytes
 	}
+	ld := engine.NewLogDir(dir)
 	logs := make([]*engine.Log, partitions)
 	for p := range logs {
-		logs[p] = openBenchLog(b, dir, p, cfg)
+		logs[p] = openBenchLogIn(b, ld, dir, p, cfg)
 	}
 	defer func() {
 		for _, l := range logs {

@@ -166,8 +166,12 @@ func (c *Config) PolicyDelete() bool {
 	return strings.TrimSpace(c.CleanupPolicy) == "" || policyHas(c.CleanupPolicy, "delete")
 }
 
+// policyHas reports whether the comma-separated policy lists want. It allocates nothing: the
+// append path asks it of every batch (shouldRollLocked, through maxSegmentMs).
 func policyHas(policy, want string) bool {
-	for _, p := range strings.Split(policy, ",") {
+	for policy != "" {
+		var p string
+		p, policy, _ = strings.Cut(policy, ",")
 		if strings.TrimSpace(p) == want {
 			return true
 		}

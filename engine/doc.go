@@ -19,10 +19,15 @@
 // watermark, log start and flushed offsets are published atomically.
 //
 // Durability: with flush.messages = 1 (weir's default) an acknowledged append is fdatasync'd.
-// Each Log has a flusher goroutine doing group commit: a cycle snapshots the log end, syncs
-// without holding the append lock, and wakes every appender whose batch the sync covered, so N
-// concurrent durable appenders share one fdatasync. Rolled segments are sealed (fdatasync, index
-// trim and sync, directory fsync) by the same flusher, off the append path. Larger flush.messages
+// Each LogDir has one flusher goroutine doing group commit (flush.go), started with the dir's
+// first log and ended with its last: a round takes every log that asked for a cycle (an append
+// due a flush, a roll, a flush.ms timer, a waiter), snapshots each log end under its append lock,
+// syncs all their active segments at once without any lock (one io_submit, one wait: the
+// segment.Syncer), stores every flushed offset and only then wakes the waiters, so N concurrent
+// durable appenders of a log share one fdatasync and a request waiting for several partitions of
+// a dir wakes once. Rolled segments are sealed (fdatasync, index trim and sync, directory fsync)
+// by the flusher too, off the append path, on a goroutine of their own so a long seal never
+// delays the other logs' acknowledgements; a log's cycles never overlap. Larger flush.messages
 // or flush.ms keep Kafka's page-cache-acknowledgement meaning. The first failed write or sync makes
 // the whole LogDir offline with a sticky KAFKA_STORAGE_ERROR; nothing is retried.
 //

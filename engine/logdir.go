@@ -39,6 +39,9 @@ type LogDir struct {
 	// rate-limits their log lines to one a second.
 	refusals       atomic.Int64
 	lastRefusalLog atomic.Int64
+
+	// flusher runs the flush cycles of the dir's logs (flush.go).
+	flusher dirFlusher
 }
 
 // NewLogDir returns a healthy log dir.

@@ -94,7 +94,7 @@ func (l *Log) EndChanged() <-chan struct{} { return l.endChanged.wait() }
 
 // FlushedChanged returns a channel closed after the next flush cycle (RecoveryPoint may have
 // moved): a leader counts only its durable end toward the high watermark under a durable policy.
-func (l *Log) FlushedChanged() <-chan struct{} { return *l.flush.done.Load() }
+func (l *Log) FlushedChanged() <-chan struct{} { return l.flush.done.wait() }
 
 // WakeHighWatermarkWaiters wakes everyone waiting on HighWatermarkChanged without moving it (a
 // leadership change: produce waits re-check their leader epoch).

@@ -65,8 +65,9 @@ type ioEvent struct {
 }
 
 type aioSyncer struct {
-	ctx  uintptr
-	efd  int
+	ctx uintptr
+	efd int
+	// mu guards next and wait.
 	mu   sync.Mutex
 	next uint64
 	wait map[uint64]chan int64
@@ -197,3 +198,168 @@ func fdatasync(fd int) error {
 		}
 	}
 }
+
+// Batches (BatchSyncer, the engine's flusher of a log dir) use an AIO context of their own that
+// the syncing goroutine reaps itself, with no eventfd and no reaper: one io_submit for all files
+// but one, a fdatasync of that one meanwhile (blocking, like the first sync in flight of the
+// shared path), then one io_getevents that usually finds the rest complete already, since they
+// ran in parallel with it and share its journal commit. A round of N files so costs three system
+// calls and no goroutine hand-off, where N overlapping Syncs cost N submissions, N completions
+// read by the reaper and N wake-ups. The context is made on the first batch (a log dir with one
+// partition never makes one) and released by Close; without it (io_setup refused: the
+// system-wide aio-max-nr is shared) batches go through the shared path, one Sync per file.
+
+// batchRing is the size of a BatchSyncer's AIO context (larger batches are submitted as slots
+// free up). Small, because aio-max-nr bounds every context of the system together.
+const batchRing = 128
+
+// aioBatch is a BatchSyncer's AIO state.
+type aioBatch struct {
+	ctx    uintptr // 0 until the first batch; ^0 when io_setup failed
+	gen    uint32  // tags each batch's iocbs, so a late completion of an abandoned batch is ignored
+	cbs    []iocb
+	ptrs   []*iocb
+	events []ioEvent
+	slots  []int // file index of each iocb
+	done   []bool
+}
+
+func (b *aioBatch) setup() bool {
+	if b.ctx == 0 {
+		b.ctx = ^uintptr(0)
+		if os.Getenv("WEIR_NO_AIO_SYNC") == "" {
+			var ctx uintptr
+			if _, _, errno := unix.Syscall(unix.SYS_IO_SETUP, batchRing, uintptr(unsafe.Pointer(&ctx)), 0); errno == 0 {
+				b.ctx = ctx
+				b.events = make([]ioEvent, batchRing)
+			}
+		}
+	}
+	return b.ctx != ^uintptr(0)
+}
+
+// close releases the AIO context (io_destroy waits for the syncs in flight).
+func (b *aioBatch) close() {
+	if b.ctx != 0 && b.ctx != ^uintptr(0) {
+		unix.Syscall(unix.SYS_IO_DESTROY, b.ctx, 0, 0)
+	}
+	b.ctx = 0
+}
+
+// syncBatch makes every file durable as files[i].Sync() would, errs[i] its result (see above).
+// Files that are not real files (FaultFS) are synced in turn by their own Sync.
+func (s *BatchSyncer) syncBatch(files []File, errs []error) {
+	b := &s.aio
+	if !b.setup() {
+		for i, f := range files {
+			errs[i] = f.Sync()
+		}
+		return
+	}
+	b.gen++
+	b.cbs, b.slots = b.cbs[:0], b.slots[:0]
+	inline := -1
+	for i, f := range files {
+		of, ok := f.(osFile)
+		switch {
+		case !ok:
+			errs[i] = f.Sync()
+		case inline < 0:
+			inline = i
+		default:
+			b.cbs = append(b.cbs, iocb{data: uint64(b.gen)<<32 | uint64(len(b.slots)), lioOpcode: iocbCmdFdsync, fildes: uint32(of.File.Fd())})
+			b.slots = append(b.slots, i)
+		}
+	}
+	n := len(b.cbs)
+	b.ptrs = b.ptrs[:0]
+	for j := range b.cbs {
+		b.ptrs = append(b.ptrs, &b.cbs[j])
+	}
+	if cap(b.done) < n {
+		b.done = make([]bool, n)
+	}
+	b.done = b.done[:n]
+	clear(b.done)
+	next, inflight, completed := 0, 0, 0
+	failed := false // submitting or reaping failed: what is left is synced in turn
+	submit := func() {
+		for !failed && next < n && inflight < batchRing {
+			m, _, errno := unix.Syscall(unix.SYS_IO_SUBMIT, b.ctx, uintptr(min(n-next, batchRing-inflight)), uintptr(unsafe.Pointer(&b.ptrs[next])))
+			if errno == unix.EINTR {
+				continue
+			}
+			if errno != 0 || m == 0 {
+				// EBADF and the like name one iocb: sync it in turn and go on with the rest;
+				// anything else (EAGAIN, ENOSYS, ...) stops the AIO part of the batch.
+				if errno == unix.EBADF || errno == unix.EINVAL {
+					i := b.slots[next]
+					errs[i] = files[i].Sync()
+					b.done[next] = true
+					completed++
+					next++
+					continue
+				}
+				failed = true
+				return
+			}
+			next += int(m)
+			inflight += int(m)
+		}
+	}
+	submit()
+	if inline >= 0 {
+		errs[inline] = files[inline].Sync()
+	}
+	for inflight > 0 && !failed {
+		want := inflight
+		if next < n {
+			want = 1 // free slots for the rest as soon as any completes
+		}
+		got, _, errno := unix.Syscall6(unix.SYS_IO_GETEVENTS, b.ctx, uintptr(want), uintptr(len(b.events)),
+			uintptr(unsafe.Pointer(&b.events[0])), 0, 0)
+		if errno == unix.EINTR {
+			continue
+		}
+		if errno != 0 {
+			failed = true
+			break
+		}
+		for _, e := range b.events[:got] {
+			if uint32(e.data>>32) != b.gen {
+				continue // a late completion of an abandoned batch
+			}
+			j := int(uint32(e.data))
+			inflight--
+			if b.done[j] {
+				continue
+			}
+			b.done[j] = true
+			completed++
+			if i := b.slots[j]; e.res < 0 {
+				errs[i] = &os.PathError{Op: "fdatasync", Path: files[i].Name(), Err: unix.Errno(-e.res)}
+			} else {
+				errs[i] = nil
+			}
+		}
+		submit()
+	}
+	if completed < n {
+		// Submission or reaping failed: every file whose sync did not complete here is synced
+		// in turn (a sync still in flight completes harmlessly; its late event is ignored).
+		for j, ok := range b.done {
+			if !ok {
+				i := b.slots[j]
+				errs[i] = files[i].Sync()
+			}
+		}
+		if inflight > 0 {
+			// The context may still hold completions of this batch: start afresh.
+			b.close()
+		}
+	}
+	batchesSynced.Add(1)
+}
+
+// batchesSynced counts the batches of more than one file synced (tests).
+var batchesSynced atomic.Int64

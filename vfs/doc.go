@@ -3,7 +3,10 @@
 //
 // OS is the real implementation (Sync = fdatasync(2), SyncDir = fsync of the directory). On
 // Linux a Sync that overlaps another runs as an AIO fdatasync (IOCB_CMD_FDSYNC) so the waiting
-// goroutine does not hold a Go P for the duration of the disk flush (aio_linux.go).
+// goroutine does not hold a Go P for the duration of the disk flush (aio_linux.go). A
+// BatchSyncer syncs several files at once (the engine's flusher of a log dir, one round): on Linux
+// one io_submit on an AIO context of its own, one file synced by the caller meanwhile, one
+// io_getevents for the rest, with no goroutine hand-off.
 // FaultFS wraps another FS and can fail the next write, sync, open (FailNextOpen) or memory mapping
 // (FailNextMap) with a chosen error, and simulate a
 // crash: Crash() makes every handle opened before it fail, truncates each file back to the size it

@@ -12,3 +12,15 @@ func fdatasync(fd int) error {
 		}
 	}
 }
+
+// aioBatch holds nothing without Linux AIO.
+type aioBatch struct{}
+
+func (*aioBatch) close() {}
+
+// syncBatch syncs the files in turn (AIO is Linux-only).
+func (s *BatchSyncer) syncBatch(files []File, errs []error) {
+	for i, f := range files {
+		errs[i] = f.Sync()
+	}
+}
