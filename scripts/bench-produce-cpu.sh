@@ -23,6 +23,8 @@
 #   RECORDS_100     records per run of 100 B (default 1000000); RECORDS_1024 (default 250000)
 #   WARMUP_RECORDS  1 KiB records to a 6-partition topic first, not reported (default 100000)
 #   PRODUCER_PROPS  extra producer properties, e.g. "linger.ms=0"
+#   PROFILE_SECONDS when > 0, a Go CPU profile of the broker (/debug/pprof/profile) is taken over
+#                   that many seconds from 2 s into every run: logs/r<rep>-<mode>-<name>-<cell>.pprof
 #   RUN_TIMEOUT     seconds per tool run (default 180)
 #   WEIR_PORT       default 29292; METRICS_PORT default 29293
 #   BENCH_DIR       where the broker keeps its data (default: a mktemp dir under /tmp)
@@ -141,8 +143,15 @@ for rep in $(seq "$REPS"); do
         lf="$OUT/logs/r$rep-$mode-$name-p$p-s$s-acks$a.log"
         read -r q0 b0 m0 < <(counters "$topic")
         t0="$(cpu_ticks)"
+        prof_pid=""
+        if (( ${PROFILE_SECONDS:-0} > 0 )); then
+          ( sleep 2; curl -s --max-time $(( PROFILE_SECONDS + 10 )) -o "${lf%.log}.pprof" \
+              "http://127.0.0.1:$METRICS_PORT/debug/pprof/profile?seconds=$PROFILE_SECONDS" ) &
+          prof_pid=$!
+        fi
         producer "$lf" "$topic" "$recs" "$s" "$a"
         t1="$(cpu_ticks)"
+        if [[ -n "$prof_pid" ]]; then wait "$prof_pid" || true; fi
         read -r q1 b1 m1 < <(counters "$topic")
         cpu="$(awk -v a="$t0" -v b="$t1" -v h="$CLK_TCK" 'BEGIN { printf "%.3f", (b - a) / h }')"
         line="$(grep -E 'records sent, .* 99\.9th\.' "$lf" | tail -n1 || true)"
