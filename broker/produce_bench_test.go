@@ -10,7 +10,7 @@ import (
 	"github.com/weir-mq/weir/record"
 )
 
-// BenchmarkProduce measures the broker's synchronous cost of one Produce request as netio runs
+// BenchmarkProduceHandler measures the broker's synchronous cost of one Produce request as netio runs
 // it: the body's decode (kmsg ReadFrom from the frame, as netio's decode), the handler (lookups,
 // validation, the append to every partition's active segment: one pwrite each) and the
 // response's encoding. Page-cache acks (log.flush.interval.messages at its maximum), so no reply
@@ -20,12 +20,12 @@ import (
 // and leader epoch in place. "partitions=64/records=1/size=100" is the case where per-partition
 // work weighs most: one small batch per partition. Run with -benchmem and a bounded count, e.g.
 //
-//	nice -n 19 go test -run '^$' -bench BenchmarkProduce -benchmem -benchtime 4000x -count 6 ./broker/
+//	nice -n 19 go test -run '^$' -bench BenchmarkProduceHandler -benchmem -benchtime 4000x -count 6 ./broker/
 //
 // ns/op is wall time of the calling goroutine; cpu-ns/op is the process's user + system CPU per
 // request (every goroutine: the flusher's and the scheduler's too), steadier on a shared
 // machine.
-func BenchmarkProduce(b *testing.B) {
+func BenchmarkProduceHandler(b *testing.B) {
 	br := startBroker(b, map[string]string{
 		"log.flush.interval.messages": "9223372036854775807", // page-cache acks: the handler's cost alone
 		"log.segment.bytes":           "1073741824",
