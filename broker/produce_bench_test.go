@@ -1,7 +1,11 @@
 package broker
 
 import (
+	"bufio"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"net"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -105,4 +109,112 @@ func benchProduce(b *testing.B, br *Broker, id [16]byte, partitions, records, si
 	for range b.N {
 		produce()
 	}
+}
+
+// BenchmarkProduceConn drives an in-process broker over loopback TCP as Kafka's Java producer
+// does at --throughput -1: one connection, Produce v13 requests of one batch per partition,
+// up to 5 requests in flight (max.in.flight.requests.per.connection), acks=1, page-cache
+// acks. Unlike BenchmarkProduceHandler it includes the transport (netio's reads of the
+// frames, the replies' writes, the goroutine wake-ups) and the garbage collector; the load
+// generator is in the same process, so cpu-ns/record counts both sides (its part is small:
+// writing pre-encoded frames and reading replies). Profile it to see the broker's share:
+//
+//	nice -n 19 go test -run '^$' -bench BenchmarkProduceConn -benchtime 3000x -cpuprofile cpu.out ./broker/
+func BenchmarkProduceConn(b *testing.B) {
+	br := startBroker(b, map[string]string{
+		"log.flush.interval.messages": "9223372036854775807",
+		"log.segment.bytes":           "1073741824",
+	})
+	cases := []struct{ partitions, records, size int }{
+		{6, 16, 1024},
+		{6, 150, 100},
+		{64, 4, 1024},
+	}
+	for _, c := range cases {
+		topic := fmt.Sprintf("conn-p%d-r%d-s%d", c.partitions, c.records, c.size)
+		createTopic(b, br.Addr(), topic, int32(c.partitions), nil)
+		t, ok := br.topics.get(topic)
+		if !ok {
+			b.Fatal("topic not created")
+		}
+		b.Run(fmt.Sprintf("partitions=%d/records=%d/size=%d", c.partitions, c.records, c.size), func(b *testing.B) {
+			benchProduceConn(b, br, t.ID, c.partitions, c.records, c.size)
+		})
+	}
+}
+
+func benchProduceConn(b *testing.B, br *Broker, id [16]byte, partitions, records, size int) {
+	const version, inFlight = 13, 5
+	value := make([]byte, size)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	recs := make([]record.Record, records)
+	for i := range recs {
+		recs[i] = record.Record{Value: value}
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = version, 1, 30000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.TopicID = id
+	for p := range partitions {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = int32(p)
+		rp.Records = record.Build(nil, record.BuildOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	// The frame: size, key, version, correlation id, client id, the flexible header's empty
+	// tags, then the body.
+	body := req.AppendTo(nil)
+	frame := binary.BigEndian.AppendUint32(nil, 0)
+	frame = binary.BigEndian.AppendUint16(frame, 0)
+	frame = binary.BigEndian.AppendUint16(frame, version)
+	frame = binary.BigEndian.AppendUint32(frame, 0)
+	frame = binary.BigEndian.AppendUint16(frame, 5)
+	frame = append(frame, "bench"...)
+	frame = append(frame, 0)
+	frame = append(frame, body...)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	conn, err := net.Dial("tcp", br.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	slots := make(chan struct{}, inFlight)
+	done := make(chan error, 1)
+	n := b.N + 1
+	go func() {
+		rd := bufio.NewReaderSize(conn, 64<<10)
+		var size [4]byte
+		for i := 0; i < n; i++ {
+			if _, err := io.ReadFull(rd, size[:]); err != nil {
+				done <- err
+				return
+			}
+			if _, err := rd.Discard(int(binary.BigEndian.Uint32(size[:]))); err != nil {
+				done <- err
+				return
+			}
+			<-slots
+		}
+		done <- nil
+	}()
+	send := func() {
+		slots <- struct{}{}
+		if _, err := conn.Write(frame); err != nil {
+			b.Fatal(err)
+		}
+	}
+	send() // connection set-up and the first append of each partition
+	b.SetBytes(int64(len(frame)))
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for range b.N {
+		send()
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*partitions*records), "cpu-ns/record")
 }
