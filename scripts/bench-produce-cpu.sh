@@ -25,6 +25,9 @@
 #   PRODUCER_PROPS  extra producer properties, e.g. "linger.ms=0"
 #   PROFILE_SECONDS when > 0, a Go CPU profile of the broker (/debug/pprof/profile) is taken over
 #                   that many seconds from 2 s into every run: logs/r<rep>-<mode>-<name>-<cell>.pprof
+#   PERF_STAT=1     count the broker's system calls and context switches over every run with
+#                   `perf stat -p` (tracepoints; logs/...perf): read, write, pwrite64, futex,
+#                   epoll_pwait, nanosleep, sched_yield, io_submit, fdatasync, context switches
 #   RUN_TIMEOUT     seconds per tool run (default 180)
 #   WEIR_PORT       default 29292; METRICS_PORT default 29293
 #   BENCH_DIR       where the broker keeps its data (default: a mktemp dir under /tmp)
@@ -149,7 +152,13 @@ for rep in $(seq "$REPS"); do
               "http://127.0.0.1:$METRICS_PORT/debug/pprof/profile?seconds=$PROFILE_SECONDS" ) &
           prof_pid=$!
         fi
+        perf_pid=""
+        if [[ "${PERF_STAT:-0}" == 1 ]]; then
+          perf stat -x, -o "${lf%.log}.perf" -p "$PID" -e context-switches,syscalls:sys_enter_read,syscalls:sys_enter_write,syscalls:sys_enter_writev,syscalls:sys_enter_pwrite64,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_nanosleep,syscalls:sys_enter_sched_yield,syscalls:sys_enter_io_submit,syscalls:sys_enter_fdatasync,syscalls:sys_enter_madvise 2>/dev/null &
+          perf_pid=$!
+        fi
         producer "$lf" "$topic" "$recs" "$s" "$a"
+        if [[ -n "$perf_pid" ]]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" 2>/dev/null || true; fi
         t1="$(cpu_ticks)"
         if [[ -n "$prof_pid" ]]; then wait "$prof_pid" || true; fi
         read -r q1 b1 m1 < <(counters "$topic")
@@ -167,8 +176,8 @@ for rep in $(seq "$REPS"); do
   done
 done
 
-python3 - "$RUNS" >"$OUT/summary.txt" <<'EOF'
-import csv, statistics, sys
+python3 - "$RUNS" "$OUT/logs" >"$OUT/summary.txt" <<'EOF'
+import csv, os, re, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 groups = {}
 for r in rows:
@@ -186,6 +195,26 @@ for (mode, cell, b), rs in sorted(groups.items()):
     rpb = [int(r["records_appended"]) / max(int(r["batches"]), 1) for r in rs]
     print("\t".join([mode, cell, b, str(len(rs)), fmt(cpu_rec, lambda v: f"{v:.2f}"), fmt(cpu_req, lambda v: f"{v:.0f}"),
                      fmt(rps, lambda v: f"{v/1000:.0f}k"), fmt(bpr, lambda v: f"{v:.1f}"), fmt(rpb, lambda v: f"{v:.1f}")]))
+# PERF_STAT: the broker's system calls and context switches per produce request.
+perf = {}
+for r in rows:
+    m = re.match(r"produce p=(\d+) size=(\d+) acks=(\w+)", r["cell"])
+    f = os.path.join(sys.argv[2], f"r{r['rep']}-{r['mode']}-{r['bin']}-p{m[1]}-s{m[2]}-acks{m[3]}.perf")
+    if not os.path.exists(f):
+        continue
+    counts = {}
+    for line in open(f):
+        parts = line.strip().split(",")
+        if len(parts) > 2 and parts[0].isdigit():
+            counts[parts[2].replace("syscalls:sys_enter_", "")] = int(parts[0])
+    perf.setdefault((r["mode"], r["cell"], r["bin"]), []).append((counts, max(int(r["produce_requests"]), 1)))
+if perf:
+    names = ["context-switches", "read", "write", "pwrite64", "futex", "epoll_pwait", "nanosleep", "sched_yield", "io_submit", "fdatasync", "madvise"]
+    print()
+    print("per produce request (median over runs)\tbinary\t" + "\t".join(names))
+    for (mode, cell, b), runs in sorted(perf.items()):
+        vals = [f"{statistics.median(c.get(n, 0) / q for c, q in runs):.2f}" for n in names]
+        print("\t".join([f"{mode} {cell}", b] + vals))
 EOF
 column -t -s$'\t' "$OUT/summary.txt" >&2
 log "runs.tsv, summary.txt and the tools' output (logs/) in $OUT"
