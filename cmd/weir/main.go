@@ -33,6 +33,7 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "serve":
+		keepSysmonAwake() // may re-execute the process (sysmon.go)
 		err = serve(os.Args[2:])
 	case "config":
 		err = configCmd(os.Args[2:], os.Stdout)
