@@ -79,7 +79,15 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	resp.SetVersion(r.Version)
 	badAcks := req.Acks != 0 && req.Acks != 1 && req.Acks != -1
+	// pending is made once, at the first append that waits, for every partition of the request
+	// (one allocation per request instead of a growing slice).
 	var pending []pendingAppend
+	nparts := 0
+	for i := range req.Topics {
+		nparts += len(req.Topics[i].Partitions)
+	}
+	// Per-topic produce accounting (metrics.go), added once per topic rather than per batch.
+	var tally produceTally
 	denied := b.topicDenied(r, acl.OpWrite) // ACL: WRITE on each topic (authz.go)
 	var txnIDErr *kerr.Error
 	if req.TransactionID != nil {
@@ -109,6 +117,7 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 		if found {
 			compression = b.topicCompression(t)
 		}
+		internal := isInternalTopic(t.Name) // read once per topic, not per partition
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
 		for j := range rt.Partitions {
 			rp := &rt.Partitions[j]
@@ -134,7 +143,7 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 			case r.Version < 7 && len(rp.Records) > 22 && rp.Records[22]&0x07 == record.CodecZstd:
 				// zstd needs Produce v7 (KIP-110); Kafka's LogValidator refuses it below.
 				err = fmt.Errorf("zstd-compressed batch in Produce v%d (zstd needs v7): %w", r.Version, kerr.UnsupportedCompressionType)
-			case isInternalTopic(t.Name):
+			case internal:
 				// Kafka lets a client whose client.id is "__admin_client" append; any client
 				// can claim that id, so weir refuses every client.
 				err = fmt.Errorf("Cannot append to internal topic %s: %w", t.Name, kerr.InvalidTopicException)
@@ -192,11 +201,18 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 						sp.BaseOffset = info.BaseOffset
 						sp.LogAppendTime = info.LogAppendTime // -1 unless message.timestamp.type=LogAppendTime
 						sp.LogStartOffset = l.LogStartOffset()
+						tally.add(rp.Records)
 						switch {
 						case req.Acks == -1 && !rep.local:
+							if pending == nil {
+								pending = make([]pendingAppend, 0, nparts)
+							}
 							pending = append(pending, pendingAppend{log: l, part: sp, upTo: info.LastOffset + 1,
 								replicated: true, rep: rep, epoch: epoch, minISR: minISR})
-						case req.Acks != 0 && l.Config().Durable():
+						case req.Acks != 0 && l.Durable():
+							if pending == nil {
+								pending = make([]pendingAppend, 0, nparts)
+							}
 							pending = append(pending, pendingAppend{log: l, part: sp, upTo: info.LastOffset + 1})
 						}
 					}
@@ -219,9 +235,9 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 				sp.BaseOffset, sp.LogAppendTime = -1, -1
 			}
 		}
+		b.observeProduced(t.Name, &tally) // bytes and records in, per topic (metrics.go)
 	}
 	hold.Release()
-	b.observeProduced(r.Version, req, resp) // bytes and records in, per topic (metrics.go)
 	// Every reply below is NoAlias: the response and the deferred wait refer to resp and the
 	// logs, never to the request's bytes (its records are in the log now), so netio releases
 	// the request frame at once instead of holding it while the reply waits for fdatasync,

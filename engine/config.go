@@ -166,15 +166,15 @@ func (c *Config) PolicyDelete() bool {
 	return strings.TrimSpace(c.CleanupPolicy) == "" || policyHas(c.CleanupPolicy, "delete")
 }
 
-// policyHas reports whether the comma-separated policy lists want. It allocates nothing: the
-// append path asks it of every batch (shouldRollLocked, through maxSegmentMs).
+// policyHas reports whether the comma-separated policy names want. It allocates nothing: the
+// append path asks it for every batch (producePolicy, maxSegmentMs).
 func policyHas(policy, want string) bool {
 	for policy != "" {
-		var p string
-		p, policy, _ = strings.Cut(policy, ",")
+		p, rest, _ := strings.Cut(policy, ",")
 		if strings.TrimSpace(p) == want {
 			return true
 		}
+		policy = rest
 	}
 	return false
 }

@@ -115,6 +115,10 @@ func (l *Log) Config() Config { return *l.config() }
 
 func (l *Log) config() *Config { return l.cfg.Load() }
 
+// Durable reports whether the log's acknowledgements wait for fdatasync (Config.Durable),
+// without copying the configuration as Config does: the produce path asks it per batch.
+func (l *Log) Durable() bool { return l.config().Durable() }
+
 // SetConfig changes the log's configuration at run time (a topic config change): later appends,
 // rolls, flushes and retention runs use it; existing segments keep their index settings; a new
 // segment.jitter.ms or segment.ms draws the active segment's roll jitter again. Zero

@@ -81,6 +81,14 @@ func (t *TopicCounters) AddProduced(n, records int) {
 	t.produceReqs.Add(1)
 }
 
+// AddProducedBatches counts batches appended batches of n bytes in all holding records records
+// (one call for all the batches of a topic in one Produce request).
+func (t *TopicCounters) AddProducedBatches(n, records, batches int) {
+	t.bytesIn.Add(uint64(n))
+	t.messagesIn.Add(uint64(records))
+	t.produceReqs.Add(uint64(batches))
+}
+
 // AddFetched counts n record bytes returned to a consumer.
 func (t *TopicCounters) AddFetched(n int64) {
 	t.bytesOut.Add(uint64(n))

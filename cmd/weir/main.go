@@ -13,6 +13,10 @@
 //	weir hist show X.hgrm | weir hist compare A.hgrm B.hgrm [--plot out.png|out.svg]
 //	weir config docs
 //	weir acl add|list|remove [--allow|--deny] [--principal User:P] [--operation OP] [--topic T|--group G|--cluster] [--prefixed]
+//
+// `weir serve` re-executes itself once at start, same pid, with GODEBUG schedtrace set so the Go
+// runtime's system monitor is not woken on every request (sysmon.go; WEIR_SYSMON_DEEP_SLEEP=1
+// keeps the runtime's default).
 package main
 
 import (
@@ -33,6 +37,7 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "serve":
+		keepSysmonAwake() // may re-execute the process (sysmon.go)
 		err = serve(os.Args[2:])
 	case "config":
 		err = configCmd(os.Args[2:], os.Stdout)
