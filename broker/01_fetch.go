@@ -93,7 +93,15 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 			case <-timer.C:
 				timedOut = true
 			}
+			// A wake-up that raced the timer is still in w.C until Stop drains it.
+			signaled := len(w.C) > 0
 			w.Stop()
+			if timedOut && !signaled && f.unchanged() {
+				// Nothing moved on any partition since the read that parked: its answers
+				// stand, and the partitions are not read again (an idle consumer of many
+				// partitions pays one read per fetch, not two).
+				return netio.Reply{Body: f.answer()}
+			}
 			if timedOut || isClosed(closing) {
 				f.read(nil)
 				return netio.Reply{Body: f.answer()}
@@ -149,6 +157,9 @@ type fetchItem struct {
 	leaderEpoch int32
 	include     bool // an incremental response carries it
 	p           fetchPartition
+	// log is the partition's log when the last read found it without error (consumers only;
+	// fetchRun.unchanged checks it again), else nil.
+	log *engine.Log
 }
 
 // fetchRun is one Fetch request being served: its partitions and their answers. Pooled; one
@@ -163,6 +174,9 @@ type fetchRun struct {
 	denied    func(string) bool
 	items     []fetchItem
 	enc       fetchEncoder
+	// readBytes is what the last read returned; a long poll parks only on a read short of
+	// min_bytes.
+	readBytes int64
 }
 
 var fetchRunPool = sync.Pool{New: func() any { return new(fetchRun) }}
@@ -264,6 +278,7 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 		}
 		p := &it.p
 		*p = fetchPartition{partition: it.partition, hw: -1, lso: -1, logStart: -1, readCommitted: readCommitted}
+		it.log = nil
 		if unauthorized {
 			p.errorCode = kerr.TopicAuthorizationFailed.Code
 			failed = true
@@ -315,6 +330,9 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 		p.hw = l.HighWatermark()
 		p.lso = l.LastStableOffset() // reported at both isolation levels, as Kafka does
 		p.logStart = l.LogStartOffset()
+		if !f.replica {
+			it.log = l
+		}
 		partMax := int64(it.maxBytes)
 		if remaining := maxBytes - total; remaining < partMax {
 			partMax = remaining
@@ -344,8 +362,37 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 				}
 			}
 		}
+		if p.errorCode != 0 {
+			it.log = nil
+		}
 	}
+	f.readBytes = total
 	return total, watched && !failed
+}
+
+// unchanged reports whether a consumer's fetch whose last read returned no records would read
+// the same answer again: every partition still has the high watermark, last stable offset and
+// log start offset that read saw (a record, a truncation, a transaction marker, retention or a
+// leadership change moves one of them or wakes the long poll), so the long poll's expiry can
+// answer from that read. Replicas always read again: a follower's read also records its fetch
+// position for the ISR. It costs three atomic loads per partition, against a lookup, a leader
+// check and a read for each.
+func (f *fetchRun) unchanged() bool {
+	if f.replica || f.readBytes != 0 {
+		return false
+	}
+	for i := range f.items {
+		it := &f.items[i]
+		l := it.log
+		if l == nil {
+			return false
+		}
+		p := &it.p
+		if l.HighWatermark() != p.hw || l.LastStableOffset() != p.lso || l.LogStartOffset() != p.logStart {
+			return false
+		}
+	}
+	return true
 }
 
 // answer encodes the response of the last read: every partition for a sessionless or full

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
 )
 
@@ -638,5 +639,80 @@ func checkSessionCache(t *testing.T, c *fetchSessionCache) {
 	}
 	if parts > maxFetchSessionCachedPartitions {
 		t.Fatalf("%d partitions cached", parts)
+	}
+}
+
+// TestFetchLongPollExpiry: a long poll that expires with nothing new answers what its first read
+// saw (an incremental one: no partition), and one during which a partition's log start offset
+// moved (DeleteRecords, which wakes no fetch) answers the new log start: the expiry reads again
+// whenever anything it would report changed.
+func TestFetchLongPollExpiry(t *testing.T) {
+	b := startBroker(t, nil)
+	addr := b.Addr()
+	createTopic(t, addr, "lpx", 2, nil)
+	topic, _ := b.topics.get("lpx")
+	prod := newKgo(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic("lpx"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 3 {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &sessionFetcher{t: t, w: dialWire(t, addr), topic: topic}
+	atEnd := map[int32]int64{0: 3, 1: 0}
+	resp := f.fetch(13, -1, 0, 0, atEnd, nil, 0)
+	id := resp.SessionID
+	if resp.ErrorCode != 0 || id == 0 || sessionParts(resp) != "p0:hw3 p1:hw0" {
+		t.Fatalf("full fetch: error %d, session %d, %q", resp.ErrorCode, id, sessionParts(resp))
+	}
+	timed := func(epoch int32) (*kmsg.FetchResponse, time.Duration) {
+		start := time.Now()
+		resp := f.fetch(13, -1, id, epoch, nil, nil, 300)
+		return resp, time.Since(start)
+	}
+	// Nothing new: answered at max_wait_ms with no partition.
+	resp, el := timed(1)
+	if resp.ErrorCode != 0 || sessionParts(resp) != "" || el < 250*time.Millisecond {
+		t.Fatalf("idle long poll: error %d, %q after %v", resp.ErrorCode, sessionParts(resp), el)
+	}
+	// The log start of partition 0 moves while the fetch waits.
+	l, ok := b.logs.Log(engine.TopicPartition{Topic: "lpx", Partition: 0})
+	if !ok {
+		t.Fatal("no log for lpx-0")
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		if _, err := l.DeleteRecordsBefore(2); err != nil {
+			t.Error(err)
+		}
+	}()
+	resp, el = timed(2)
+	if resp.ErrorCode != 0 || sessionParts(resp) != "p0:hw3" || el < 250*time.Millisecond {
+		t.Fatalf("long poll across DeleteRecords: error %d, %q after %v", resp.ErrorCode, sessionParts(resp), el)
+	}
+	if got := resp.Topics[0].Partitions[0].LogStartOffset; got != 2 {
+		t.Fatalf("log start offset %d, want 2", got)
+	}
+	// Sessionless: every partition, as the first read saw them.
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.ReplicaState.ID = -1, -1
+	req.SessionEpoch = -1
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 300, 1, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.TopicID = topic.ID
+	for p, off := range []int64{3, 0} {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = int32(p), off, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	start := time.Now()
+	resp = wireRoundTrip[*kmsg.FetchResponse](f.w, req, 13)
+	if el := time.Since(start); resp.ErrorCode != 0 || sessionParts(resp) != "p0:hw3 p1:hw0" || el < 250*time.Millisecond {
+		t.Fatalf("sessionless long poll: error %d, %q after %v", resp.ErrorCode, sessionParts(resp), el)
+	}
+	if got := resp.Topics[0].Partitions[0].LogStartOffset; got != 2 {
+		t.Fatalf("sessionless: log start offset %d, want 2", got)
 	}
 }
