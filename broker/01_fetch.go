@@ -160,6 +160,10 @@ type fetchItem struct {
 	// log is the partition's log when the last read found it without error (consumers only;
 	// fetchRun.unchanged checks it again), else nil.
 	log *engine.Log
+	// rep is the partition's replica, looked up at the replica manager's gen repGen (an
+	// incremental fetch starts from its session's; nil: not looked up).
+	rep    *replica
+	repGen uint64
 }
 
 // fetchRun is one Fetch request being served: its partitions and their answers. Pooled; one
@@ -249,6 +253,9 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 		maxBytes = 1 << 31
 	}
 	failed := false
+	// Loaded before any lookup: a replica looked up after a change that this gen misses is
+	// looked up again next time, never kept past a change.
+	gen := b.rm.gen.Load()
 	var (
 		t            Topic
 		ok           bool
@@ -293,7 +300,14 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 		var rep *replica
 		partMissing := missing
 		if ok && it.partition >= 0 && it.partition < t.Partitions {
-			rep = b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: it.partition})
+			// A session partition names one topic (by id or by name) and one partition, so an
+			// unchanged gen means get would return the same replica.
+			if it.rep != nil && it.repGen == gen {
+				rep = it.rep
+			} else {
+				rep = b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: it.partition})
+				it.rep, it.repGen = rep, gen
+			}
 			if rep == nil {
 				partMissing = kerr.NotLeaderForPartition
 			}

@@ -43,11 +43,11 @@ package broker
 // Memory bounds (weir's choice: Kafka bounds sessions only by request size). Every partition of
 // a session is attacker-chosen, so a session holds at most maxFetchSessionPartitions partitions
 // and all sessions together at most maxFetchSessionCachedPartitions; a cached partition costs
-// about 200 bytes plus its topic name (v<13 only; at most 249 bytes, Kafka's longest topic
+// about 220 bytes plus its topic name (v<13 only; at most 249 bytes, Kafka's longest topic
 // name). A full fetch over the bounds gets no session (answered with session id 0, as when the
 // cache is full: the client keeps sending full fetches); an incremental fetch that would grow a
 // session past them closes the session and answers FETCH_SESSION_ID_NOT_FOUND, upon which
-// clients send a full fetch. Worst case: 2^18 partitions * (200 + 249) bytes, about 118 MB.
+// clients send a full fetch. Worst case: 2^18 partitions * (220 + 249) bytes, about 123 MB.
 // A session serves one fetch at a time (clients never send more; a second incremental fetch
 // while one is unanswered, e.g. pipelined behind a long poll, answers INVALID_FETCH_SESSION_EPOCH
 // and leaves the session's epoch as it was), so the copies of sessions' partitions that
@@ -130,6 +130,11 @@ type sessionPartition struct {
 	gone        bool // forgotten; dropped by compactLocked
 	hw, lso     int64
 	logStart    int64
+	// rep is the partition's replica as the last fetch found it, valid while the replica
+	// manager's gen is repGen (nil: look it up). It saves a map lookup per partition per fetch;
+	// it keeps a replica that left the broker reachable until the next fetch of the session.
+	rep    *replica
+	repGen uint64
 }
 
 func (p *sessionPartition) key() sessionKey {
@@ -398,7 +403,8 @@ func (c *fetchSessionCache) createSession(ctx *fetchContext, items []fetchItem) 
 			k.name = it.name
 		}
 		sp := sessionPartition{name: k.name, id: k.id, partition: it.partition, maxBytes: it.maxBytes,
-			fetchOffset: it.fetchOffset, leaderEpoch: it.leaderEpoch, hw: it.p.hw, lso: it.p.lso, logStart: it.p.logStart}
+			fetchOffset: it.fetchOffset, leaderEpoch: it.leaderEpoch, hw: it.p.hw, lso: it.p.lso, logStart: it.p.logStart,
+			rep: it.rep, repGen: it.repGen}
 		if it.p.errorCode != 0 {
 			sp.hw = -1
 		}
@@ -558,7 +564,7 @@ func (s *fetchSession) snapshot(epoch int32, items []fetchItem) ([]fetchItem, bo
 	for _, idx := range s.order {
 		p := &s.parts[idx]
 		items = append(items, fetchItem{name: p.name, id: p.id, partition: p.partition, maxBytes: p.maxBytes,
-			fetchOffset: p.fetchOffset, leaderEpoch: p.leaderEpoch})
+			fetchOffset: p.fetchOffset, leaderEpoch: p.leaderEpoch, rep: p.rep, repGen: p.repGen})
 	}
 	return items, true
 }
@@ -579,6 +585,7 @@ func (s *fetchSession) respond(epoch int32, items []fetchItem) bool {
 		it := &items[i]
 		idx := s.order[i]
 		sp := &s.parts[idx]
+		sp.rep, sp.repGen = it.rep, it.repGen
 		r := &it.p
 		must := r.slice.Length > 0
 		if sp.hw != r.hw {

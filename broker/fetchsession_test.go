@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -714,5 +715,57 @@ func TestFetchLongPollExpiry(t *testing.T) {
 	}
 	if got := resp.Topics[0].Partitions[0].LogStartOffset; got != 2 {
 		t.Fatalf("sessionless: log start offset %d, want 2", got)
+	}
+}
+
+// TestFetchSessionTopicRecreated: a session naming a topic by name (v12) that is deleted and
+// created again reads the new topic's partition, not the replica it cached for the old one.
+func TestFetchSessionTopicRecreated(t *testing.T) {
+	b := startBroker(t, nil)
+	addr := b.Addr()
+	createTopic(t, addr, "again", 1, nil)
+	prod := newKgo(t, addr, kgo.DefaultProduceTopic("again"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range 3 {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topic, _ := b.topics.get("again")
+	f := &sessionFetcher{t: t, w: dialWire(t, addr), topic: topic}
+	resp := f.fetch(12, -1, 0, 0, map[int32]int64{0: 3}, nil, 0)
+	id := resp.SessionID
+	if resp.ErrorCode != 0 || id == 0 || sessionParts(resp) != "p0:hw3" {
+		t.Fatalf("full fetch: error %d, session %d, %q", resp.ErrorCode, id, sessionParts(resp))
+	}
+	if got := sessionParts(f.fetch(12, -1, id, 1, nil, nil, 0)); got != "" {
+		t.Fatalf("idle incremental fetch: %q", got)
+	}
+	adm := kadm.NewClient(newKgo(t, addr))
+	if _, err := adm.DeleteTopics(ctx, "again"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := adm.CreateTopic(ctx, 1, 1, nil, "again")
+		if err == nil && resp.Err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("recreate: %v %v", err, resp.Err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The new partition is empty: offset 3 is out of its range (or, while its replica is not
+	// there yet, it is not led here); never the old log's high watermark 3.
+	for epoch := int32(2); ; epoch++ {
+		got := sessionParts(f.fetch(12, -1, id, epoch, nil, nil, 0))
+		if got == fmt.Sprintf("p0:hw0:err%d", kerr.OffsetOutOfRange.Code) {
+			break
+		}
+		if strings.Contains(got, "hw3") || ctx.Err() != nil {
+			t.Fatalf("after the topic was recreated: %q", got)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -44,6 +44,9 @@ type replicaManager struct {
 	// Lock order: mu before a replica's mu.
 	mu    sync.RWMutex
 	parts map[engine.TopicPartition]*replica
+	// gen counts changes of parts' membership (bumped under mu): fetch sessions keep each
+	// partition's *replica with the gen it was looked up at and look it up again once gen moved.
+	gen atomic.Uint64
 
 	quit chan struct{}
 	wg   sync.WaitGroup
@@ -186,6 +189,7 @@ func (rm *replicaManager) reconcile() (complete bool) {
 		if !ok || w.t.ID != r.topic {
 			gone = append(gone, r)
 			delete(rm.parts, tp)
+			rm.gen.Add(1)
 		}
 	}
 	rm.mu.Unlock()
@@ -204,6 +208,7 @@ func (rm *replicaManager) reconcile() (complete bool) {
 			r = &replica{rm: rm, tp: tp, topic: w.t.ID, log: l, epoch: -1, local: len(w.info.Replicas) == 1}
 			rm.mu.Lock()
 			rm.parts[tp] = r
+			rm.gen.Add(1)
 			rm.mu.Unlock()
 		}
 		if r.applied != w.t {
