@@ -106,6 +106,12 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 				f.read(nil)
 				return netio.Reply{Body: f.answer()}
 			}
+			if total, moved := f.readMoved(); moved > 0 {
+				if total >= int64(req.MinBytes) || time.Now().After(deadline) {
+					return netio.Reply{Body: f.answer()}
+				}
+				f.releaseSlices()
+			}
 			total, watched := f.read(w)
 			if total >= int64(req.MinBytes) || time.Now().After(deadline) || !watched {
 				w.Stop()
@@ -347,34 +353,8 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 		if !f.replica {
 			it.log = l
 		}
-		partMax := int64(it.maxBytes)
-		if remaining := maxBytes - total; remaining < partMax {
-			partMax = remaining
-		}
-		if partMax > 0 || total == 0 {
-			if total == 0 && partMax <= 0 {
-				partMax = 1 // the first partition with data still gets one whole batch
-			}
-			sl, err := b.readPartition(l, it.fetchOffset, partMax, iso)
-			if err != nil {
-				p.errorCode = errorCode(err)
-				failed = true
-			} else {
-				p.slice = sl
-				total += sl.Length
-				if iso == engine.ReadCommitted && sl.Length > 0 {
-					// The aborted transactions overlapping what is returned: from the
-					// fetch offset up to the last stable offset (Kafka bounds it by the end
-					// of the records read; a longer list is harmless to clients).
-					if p.aborted, err = l.AbortedTransactions(nil, it.fetchOffset, l.LastStableOffset()); err != nil {
-						p.slice.Release()
-						p.slice, p.aborted = segmentSlice{}, nil
-						total -= sl.Length
-						p.errorCode = errorCode(err)
-						failed = true
-					}
-				}
-			}
+		if !f.readRecords(it, l, iso, maxBytes, &total) {
+			failed = true
 		}
 		if p.errorCode != 0 {
 			it.log = nil
@@ -382,6 +362,94 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 	}
 	f.readBytes = total
 	return total, watched && !failed
+}
+
+// readRecords reads one partition's records into it.p (its offsets already set) within what is
+// left of the request's max bytes, and adds them to *total; false when the read failed (the
+// error is in it.p). The first partition with data gets at least one whole batch (KIP-74).
+func (f *fetchRun) readRecords(it *fetchItem, l *engine.Log, iso engine.Isolation, maxBytes int64, total *int64) bool {
+	p := &it.p
+	partMax := int64(it.maxBytes)
+	if remaining := maxBytes - *total; remaining < partMax {
+		partMax = remaining
+	}
+	if partMax <= 0 && *total > 0 {
+		return true
+	}
+	if partMax <= 0 {
+		partMax = 1 // the first partition with data still gets one whole batch
+	}
+	sl, err := f.b.readPartition(l, it.fetchOffset, partMax, iso)
+	if err != nil {
+		p.errorCode = errorCode(err)
+		return false
+	}
+	p.slice = sl
+	*total += sl.Length
+	if iso == engine.ReadCommitted && sl.Length > 0 {
+		// The aborted transactions overlapping what is returned: from the fetch offset up to
+		// the last stable offset (Kafka bounds it by the end of the records read; a longer
+		// list is harmless to clients).
+		if p.aborted, err = l.AbortedTransactions(nil, it.fetchOffset, l.LastStableOffset()); err != nil {
+			p.slice.Release()
+			p.slice, p.aborted = segmentSlice{}, nil
+			*total -= sl.Length
+			p.errorCode = errorCode(err)
+			return false
+		}
+	}
+	return true
+}
+
+// readMoved is the long poll's wake-up for a consumer whose last read returned no records: it
+// reads again only the partitions whose high watermark, last stable offset or log start moved
+// since (with their leader check), and keeps the others' answers, which a read would repeat.
+// It returns the record bytes read and how many partitions moved; none moved (the wake-up came
+// from a leadership change, say), or a replica's fetch, and the caller reads everything.
+// An idle consumer of many partitions woken by one record pays three atomic loads per partition
+// and one read, not a lookup, a leader check, a watch and a read for each.
+func (f *fetchRun) readMoved() (total int64, moved int) {
+	if f.replica || f.readBytes != 0 {
+		return 0, 0
+	}
+	for i := range f.items {
+		if f.items[i].log == nil {
+			return 0, 0
+		}
+	}
+	iso := engine.ReadUpToHighWatermark
+	if f.req.IsolationLevel == 1 {
+		iso = engine.ReadCommitted
+	}
+	maxBytes := int64(f.req.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 1 << 31
+	}
+	for i := range f.items {
+		it := &f.items[i]
+		l, p := it.log, &it.p
+		hw, lso, logStart := l.HighWatermark(), l.LastStableOffset(), l.LogStartOffset()
+		if hw == p.hw && lso == p.lso && logStart == p.logStart {
+			continue
+		}
+		moved++
+		p.hw, p.lso, p.logStart = hw, lso, logStart
+		epoch := int32(-1)
+		if f.version >= 9 {
+			epoch = it.leaderEpoch
+		}
+		if err := it.rep.checkLeader(epoch); err != nil {
+			*p = fetchPartition{partition: it.partition, errorCode: errorCode(err), hw: -1, lso: -1, logStart: -1,
+				readCommitted: p.readCommitted}
+			it.log = nil
+			continue
+		}
+		if !f.readRecords(it, l, iso, maxBytes, &total) {
+			it.log = nil
+		}
+	}
+	f.readBytes = total
+	return total, moved
 }
 
 // unchanged reports whether a consumer's fetch whose last read returned no records would read

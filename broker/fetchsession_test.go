@@ -769,3 +769,67 @@ func TestFetchSessionTopicRecreated(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestFetchLongPollWake: a long poll over many partitions woken by a record in one answers that
+// record, the new log start of a partition whose log start moved meanwhile, and the unchanged
+// offsets of the others (sessionless: every partition; incremental: only what changed).
+func TestFetchLongPollWake(t *testing.T) {
+	b := startBroker(t, nil)
+	addr := b.Addr()
+	createTopic(t, addr, "lpw", 8, nil)
+	topic, _ := b.topics.get("lpw")
+	prod := newKgo(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic("lpw"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	produce := func(p int32, n int) {
+		t.Helper()
+		for range n {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("v")}).FirstErr(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	produce(2, 3)
+	l2, _ := b.logs.Log(engine.TopicPartition{Topic: "lpw", Partition: 2})
+	f := &sessionFetcher{t: t, w: dialWire(t, addr), topic: topic}
+	atEnd := map[int32]int64{0: 0, 1: 0, 2: 3, 3: 0, 4: 0, 5: 0, 6: 0, 7: 0}
+	wake := func(logStart int64, fetch func() *kmsg.FetchResponse) *kmsg.FetchResponse {
+		t.Helper()
+		go func() {
+			time.Sleep(150 * time.Millisecond)
+			if _, err := l2.DeleteRecordsBefore(logStart); err != nil {
+				t.Error(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			produce(5, 1)
+		}()
+		start := time.Now()
+		resp := fetch()
+		if el := time.Since(start); el < 150*time.Millisecond || el > 4*time.Second {
+			t.Fatalf("long poll answered after %v", el)
+		}
+		return resp
+	}
+	// Sessionless.
+	resp := wake(1, func() *kmsg.FetchResponse { return f.fetch(13, -1, 0, -1, atEnd, nil, 5000) })
+	if got, want := sessionParts(resp), "p0:hw0 p1:hw0 p2:hw3 p3:hw0 p4:hw0 p5:hw1:rec p6:hw0 p7:hw0"; got != want {
+		t.Fatalf("sessionless wake: %q, want %q", got, want)
+	}
+	if got := resp.Topics[0].Partitions[2].LogStartOffset; got != 1 {
+		t.Fatalf("sessionless wake: log start of partition 2 is %d, want 1", got)
+	}
+	// Incremental.
+	atEnd[5] = 1
+	resp = f.fetch(13, -1, 0, 0, atEnd, nil, 0)
+	id := resp.SessionID
+	if id == 0 {
+		t.Fatal("no session")
+	}
+	resp = wake(2, func() *kmsg.FetchResponse { return f.fetch(13, -1, id, 1, nil, nil, 5000) })
+	if got, want := sessionParts(resp), "p2:hw3 p5:hw2:rec"; got != want {
+		t.Fatalf("incremental wake: %q, want %q", got, want)
+	}
+	if got := resp.Topics[0].Partitions[0].LogStartOffset; got != 2 {
+		t.Fatalf("incremental wake: log start of partition 2 is %d, want 2", got)
+	}
+}
