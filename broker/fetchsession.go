@@ -37,8 +37,11 @@ package broker
 // than 120 s (membership as of its last use, as in Kafka). The least-valuable choice scans the
 // sessions (O(slots)) and runs only when the cache is full and nothing is stale. Kafka splits
 // its cache into shards (KAFKA-9401), each with its share of the slots and evicting within
-// itself; weir keeps one cache under one mutex, held to create, find, touch and evict sessions
-// and, as Kafka does, while an incremental request is applied to its session.
+// itself; weir keeps one cache under one mutex, held to insert, find, touch and evict sessions
+// and, as Kafka does, while an incremental request is applied to its session. A new session's
+// partitions are indexed before the lock is taken to insert it (room is made first, so a full
+// fetch the cache cannot take builds nothing): a full fetch of thousands of partitions does not
+// hold every other fetch up.
 //
 // Memory bounds (weir's choice: Kafka bounds sessions only by request size). Every partition of
 // a session is attacker-chosen, so a session holds at most maxFetchSessionPartitions partitions
@@ -388,13 +391,15 @@ func (c *fetchSessionCache) createSession(ctx *fetchContext, items []fetchItem) 
 			return 0
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	// The session is built without the cache lock (a map of every partition: a millisecond or
+	// more for thousands, during which every other fetch's newContext would wait); room is made
+	// before (so a client the cache cannot take pays no build) and checked again after.
 	now := c.nowMs()
-	for len(c.sessions) >= c.slots || c.partitions+len(items) > maxFetchSessionCachedPartitions {
-		if !c.tryEvictLocked(ctx.privileged, len(items), now) {
-			return 0
-		}
+	c.mu.Lock()
+	room := c.makeRoomLocked(ctx.privileged, len(items), now)
+	c.mu.Unlock()
+	if !room {
+		return 0
 	}
 	s := &fetchSession{privileged: ctx.privileged, topicIDs: ctx.topicIDs, createdMs: now, cachedSize: -1,
 		epoch: nextFetchEpoch(fetchInitialEpoch), index: make(map[sessionKey]int32, len(items)),
@@ -421,6 +426,11 @@ func (c *fetchSessionCache) createSession(ctx *fetchContext, items []fetchItem) 
 		s.order = append(s.order, int32(len(s.parts)))
 		s.parts = append(s.parts, sp)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.makeRoomLocked(ctx.privileged, len(s.parts), now) {
+		return 0 // taken meanwhile by another new session
+	}
 	for {
 		s.id = rand.Int32N(math.MaxInt32) + 1 // 1..MaxInt32, never 0
 		if c.sessions[s.id] == nil {
@@ -431,6 +441,17 @@ func (c *fetchSessionCache) createSession(ctx *fetchContext, items []fetchItem) 
 	c.numSessions.Store(int64(len(c.sessions)))
 	c.touchLocked(s, now)
 	return s.id
+}
+
+// makeRoomLocked evicts sessions (tryEvictLocked) until a new one of size partitions fits in
+// the slots and the partition bound; false when it cannot. Requires c.mu.
+func (c *fetchSessionCache) makeRoomLocked(privileged bool, size int, now int64) bool {
+	for len(c.sessions) >= c.slots || c.partitions+size > maxFetchSessionCachedPartitions {
+		if !c.tryEvictLocked(privileged, size, now) {
+			return false
+		}
+	}
+	return true
 }
 
 // tryEvictLocked is Kafka's FetchSessionCacheShard.tryEvict: it evicts the least recently used

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -832,4 +834,30 @@ func TestFetchLongPollWake(t *testing.T) {
 	if got := resp.Topics[0].Partitions[0].LogStartOffset; got != 2 {
 		t.Fatalf("incremental wake: log start of partition 2 is %d, want 2", got)
 	}
+}
+
+// TestFetchSessionCreateConcurrent: sessions created from many goroutines at once (each built
+// outside the cache lock) never overfill the cache, and the cache's bookkeeping stays exact.
+func TestFetchSessionCreateConcurrent(t *testing.T) {
+	c, now := newTestSessionCache(4)
+	*now = 1_000_000 // every session is old: any new one may evict a smaller one
+	var wg sync.WaitGroup
+	var made atomic.Int64
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				ctx := &fetchContext{kind: fetchFull, topicIDs: true, privileged: (g+i)%3 == 0}
+				if c.createSession(ctx, sessionItems(byte(g), 1+(g*7+i)%40)) != 0 {
+					made.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if made.Load() < 4 {
+		t.Fatalf("only %d sessions created", made.Load())
+	}
+	checkSessionCache(t, c)
 }
