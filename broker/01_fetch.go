@@ -177,10 +177,14 @@ type fetchItem struct {
 	// log is the partition's log when the last read found it without error (consumers only;
 	// fetchRun.unchanged checks it again), else nil.
 	log *engine.Log
-	// rep is the partition's replica, looked up at the replica manager's gen repGen (an
-	// incremental fetch starts from its session's; nil: not looked up).
-	rep    *replica
-	repGen uint64
+	// rep and repLog are the partition's replica and its log, looked up at the replica
+	// manager's gen repGen; leaderOK: it passed the leader check for the client's epoch okEpoch
+	// at that gen (an incremental fetch starts from its session's; nil: not looked up).
+	rep      *replica
+	repLog   *engine.Log
+	repGen   uint64
+	okEpoch  int32
+	leaderOK bool
 }
 
 // fetchRun is one Fetch request being served: its partitions and their answers. Pooled; one
@@ -323,7 +327,10 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 				rep = it.rep
 			} else {
 				rep = b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: it.partition})
-				it.rep, it.repGen = rep, gen
+				it.rep, it.repLog, it.repGen, it.leaderOK = rep, nil, gen, false
+				if rep != nil {
+					it.repLog = rep.log
+				}
 			}
 			if rep == nil {
 				partMissing = kerr.NotLeaderForPartition
@@ -331,15 +338,19 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 		}
 		var roleErr error
 		if rep != nil {
-			l = rep.log
+			l = it.repLog
 			epoch := int32(-1)
 			if version >= 9 {
 				epoch = it.leaderEpoch
 			}
-			if f.replica {
+			switch {
+			case f.replica:
 				roleErr = rep.followerFetched(f.replicaID, it.fetchOffset, epoch)
-			} else {
+			case it.leaderOK && it.okEpoch == epoch:
+				// Checked at this gen for this epoch: no role or epoch change since.
+			default:
 				roleErr = rep.checkLeader(epoch)
+				it.leaderOK, it.okEpoch = roleErr == nil, epoch
 			}
 		}
 		if l == nil || roleErr != nil {

@@ -46,11 +46,11 @@ package broker
 // Memory bounds (weir's choice: Kafka bounds sessions only by request size). Every partition of
 // a session is attacker-chosen, so a session holds at most maxFetchSessionPartitions partitions
 // and all sessions together at most maxFetchSessionCachedPartitions; a cached partition costs
-// about 220 bytes plus its topic name (v<13 only; at most 249 bytes, Kafka's longest topic
+// about 240 bytes plus its topic name (v<13 only; at most 249 bytes, Kafka's longest topic
 // name). A full fetch over the bounds gets no session (answered with session id 0, as when the
 // cache is full: the client keeps sending full fetches); an incremental fetch that would grow a
 // session past them closes the session and answers FETCH_SESSION_ID_NOT_FOUND, upon which
-// clients send a full fetch. Worst case: 2^18 partitions * (220 + 249) bytes, about 123 MB.
+// clients send a full fetch. Worst case: 2^18 partitions * (240 + 249) bytes, about 128 MB.
 // A session serves one fetch at a time (clients never send more; a second incremental fetch
 // while one is unanswered, e.g. pipelined behind a long poll, answers INVALID_FETCH_SESSION_EPOCH
 // and leaves the session's epoch as it was), so the copies of sessions' partitions that
@@ -63,10 +63,12 @@ package broker
 // held while partitions are read: a fetch copies its session's partitions out under the session
 // lock, reads without it, and takes it again to record what it answered.
 //
-// Each session partition keeps the replica the last fetch found for it, with the replica
-// manager's membership generation at that lookup (replicaManager.gen); a fetch reuses it while
-// the generation is unchanged and looks it up again otherwise, so an incremental fetch costs no
-// map lookup per partition.
+// Each session partition keeps the replica the last fetch found for it and whether it passed
+// the leader check, with the replica manager's generation at that time (replicaManager.gen,
+// bumped when a replica joins or leaves, or changes role or leader epoch); a fetch reuses them
+// while the generation is unchanged (and the client's leader epoch is the one checked), and looks
+// up and checks again otherwise, so an incremental fetch of an unchanged session costs no map
+// lookup and no leader check per partition.
 //
 // weir's own replication fetchers stay sessionless (epoch -1): they fetch few partitions per
 // leader and restart often on leadership changes. A follower that opens sessions (Kafka's
@@ -81,6 +83,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/engine"
 )
 
 const (
@@ -138,11 +142,16 @@ type sessionPartition struct {
 	gone        bool // forgotten; dropped by compactLocked
 	hw, lso     int64
 	logStart    int64
-	// rep is the partition's replica as the last fetch found it, valid while the replica
-	// manager's gen is repGen (nil: look it up). It saves a map lookup per partition per fetch;
-	// it keeps a replica that left the broker reachable until the next fetch of the session.
-	rep    *replica
-	repGen uint64
+	// rep (and its log) is the partition's replica as the last fetch found it, valid while the
+	// replica manager's gen is repGen (nil: look it up); leaderOK says it passed the leader check
+	// for the client's leader epoch okEpoch at that gen. They save a map lookup and a leader
+	// check (a lock and a cache miss on the replica) per partition per fetch; they keep a replica
+	// that left the broker reachable until the next fetch of the session.
+	rep      *replica
+	repLog   *engine.Log
+	repGen   uint64
+	okEpoch  int32
+	leaderOK bool
 }
 
 func (p *sessionPartition) key() sessionKey {
@@ -414,7 +423,7 @@ func (c *fetchSessionCache) createSession(ctx *fetchContext, items []fetchItem) 
 		}
 		sp := sessionPartition{name: k.name, id: k.id, partition: it.partition, maxBytes: it.maxBytes,
 			fetchOffset: it.fetchOffset, leaderEpoch: it.leaderEpoch, hw: it.p.hw, lso: it.p.lso, logStart: it.p.logStart,
-			rep: it.rep, repGen: it.repGen}
+			rep: it.rep, repLog: it.repLog, repGen: it.repGen, okEpoch: it.okEpoch, leaderOK: it.leaderOK}
 		if it.p.errorCode != 0 {
 			sp.hw = -1
 		}
@@ -590,7 +599,8 @@ func (s *fetchSession) snapshot(epoch int32, items []fetchItem) ([]fetchItem, bo
 	for _, idx := range s.order {
 		p := &s.parts[idx]
 		items = append(items, fetchItem{name: p.name, id: p.id, partition: p.partition, maxBytes: p.maxBytes,
-			fetchOffset: p.fetchOffset, leaderEpoch: p.leaderEpoch, rep: p.rep, repGen: p.repGen})
+			fetchOffset: p.fetchOffset, leaderEpoch: p.leaderEpoch, rep: p.rep, repLog: p.repLog, repGen: p.repGen,
+			okEpoch: p.okEpoch, leaderOK: p.leaderOK})
 	}
 	return items, true
 }
@@ -611,7 +621,7 @@ func (s *fetchSession) respond(epoch int32, items []fetchItem) bool {
 		it := &items[i]
 		idx := s.order[i]
 		sp := &s.parts[idx]
-		sp.rep, sp.repGen = it.rep, it.repGen
+		sp.rep, sp.repLog, sp.repGen, sp.okEpoch, sp.leaderOK = it.rep, it.repLog, it.repGen, it.okEpoch, it.leaderOK
 		r := &it.p
 		must := r.slice.Length > 0
 		if sp.hw != r.hw {
