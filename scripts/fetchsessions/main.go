@@ -118,12 +118,24 @@ func createTopics(ns []int) error {
 	defer cancel()
 	for _, n := range ns {
 		t0 := time.Now()
-		resp, err := adm.CreateTopic(ctx, int32(n), 1, nil, topicOf(n))
+		// Kafka's controller refuses an operation of more than 10,000 records
+		// (max.records.per.user.op): create at most 5,000 partitions at a time.
+		const step = 5000
+		resp, err := adm.CreateTopic(ctx, int32(min(n, step)), 1, nil, topicOf(n))
 		if err == nil {
 			err = resp.Err
 		}
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("create %s: %w", topicOf(n), err)
+		}
+		for have := min(n, step); have < n; have = min(have+step, n) {
+			rs, err := adm.UpdatePartitions(ctx, min(have+step, n), topicOf(n))
+			if err == nil {
+				err = rs.Error()
+			}
+			if err != nil {
+				return fmt.Errorf("grow %s to %d partitions: %w", topicOf(n), min(have+step, n), err)
+			}
 		}
 		// Ready when every partition answers ListOffsets without an error.
 		for {
