@@ -15,6 +15,17 @@ package broker
 // something to say). The long poll watches every partition read, so new data in a partition an
 // incremental response would omit still wakes it. A fetch's partitions are collected in a
 // pooled fetchRun (no allocation per partition once warm), read, and then encoded.
+//
+// Per-partition work of a consumer's long poll (weir's choice; Kafka's DelayedFetch reads every
+// partition again when it completes): when the read that parked returned no records, the
+// wake-up and the expiry first compare each partition's high watermark, last stable offset and
+// log start offset with what that read saw (atomic loads on the log it found). At expiry with
+// nothing moved, that read's answers are sent; woken by new data, only the partitions that
+// moved are read again (with their leader check) and the others keep their answers. Anything
+// else (a wake-up with nothing moved, as a leadership change makes, a replica's fetch, a read
+// short of min_bytes but not empty) reads every partition again. An incremental fetch starts
+// from the replicas its session found last time (fetchsession.go), so an idle consumer of N
+// partitions costs one read of each per fetch, with no map lookup.
 
 import (
 	"errors"
@@ -93,10 +104,24 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 			case <-timer.C:
 				timedOut = true
 			}
+			// A wake-up that raced the timer is still in w.C until Stop drains it.
+			signaled := len(w.C) > 0
 			w.Stop()
+			if timedOut && !signaled && f.unchanged() {
+				// Nothing moved on any partition since the read that parked: its answers
+				// stand, and the partitions are not read again (an idle consumer of many
+				// partitions pays one read per fetch, not two).
+				return netio.Reply{Body: f.answer()}
+			}
 			if timedOut || isClosed(closing) {
 				f.read(nil)
 				return netio.Reply{Body: f.answer()}
+			}
+			if total, moved := f.readMoved(); moved > 0 {
+				if total >= int64(req.MinBytes) || time.Now().After(deadline) {
+					return netio.Reply{Body: f.answer()}
+				}
+				f.releaseSlices()
 			}
 			total, watched := f.read(w)
 			if total >= int64(req.MinBytes) || time.Now().After(deadline) || !watched {
@@ -149,6 +174,17 @@ type fetchItem struct {
 	leaderEpoch int32
 	include     bool // an incremental response carries it
 	p           fetchPartition
+	// log is the partition's log when the last read found it without error (consumers only;
+	// fetchRun.unchanged checks it again), else nil.
+	log *engine.Log
+	// rep and repLog are the partition's replica and its log, looked up at the replica
+	// manager's gen repGen; leaderOK: it passed the leader check for the client's epoch okEpoch
+	// at that gen (an incremental fetch starts from its session's; nil: not looked up).
+	rep      *replica
+	repLog   *engine.Log
+	repGen   uint64
+	okEpoch  int32
+	leaderOK bool
 }
 
 // fetchRun is one Fetch request being served: its partitions and their answers. Pooled; one
@@ -163,6 +199,9 @@ type fetchRun struct {
 	denied    func(string) bool
 	items     []fetchItem
 	enc       fetchEncoder
+	// readBytes is what the last read returned; a long poll parks only on a read short of
+	// min_bytes.
+	readBytes int64
 }
 
 var fetchRunPool = sync.Pool{New: func() any { return new(fetchRun) }}
@@ -235,6 +274,9 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 		maxBytes = 1 << 31
 	}
 	failed := false
+	// Loaded before any lookup: a replica looked up after a change that this gen misses is
+	// looked up again next time, never kept past a change.
+	gen := b.rm.gen.Load()
 	var (
 		t            Topic
 		ok           bool
@@ -264,6 +306,7 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 		}
 		p := &it.p
 		*p = fetchPartition{partition: it.partition, hw: -1, lso: -1, logStart: -1, readCommitted: readCommitted}
+		it.log = nil
 		if unauthorized {
 			p.errorCode = kerr.TopicAuthorizationFailed.Code
 			failed = true
@@ -278,22 +321,36 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 		var rep *replica
 		partMissing := missing
 		if ok && it.partition >= 0 && it.partition < t.Partitions {
-			rep = b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: it.partition})
+			// A session partition names one topic (by id or by name) and one partition, so an
+			// unchanged gen means get would return the same replica.
+			if it.rep != nil && it.repGen == gen {
+				rep = it.rep
+			} else {
+				rep = b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: it.partition})
+				it.rep, it.repLog, it.repGen, it.leaderOK = rep, nil, gen, false
+				if rep != nil {
+					it.repLog = rep.log
+				}
+			}
 			if rep == nil {
 				partMissing = kerr.NotLeaderForPartition
 			}
 		}
 		var roleErr error
 		if rep != nil {
-			l = rep.log
+			l = it.repLog
 			epoch := int32(-1)
 			if version >= 9 {
 				epoch = it.leaderEpoch
 			}
-			if f.replica {
+			switch {
+			case f.replica:
 				roleErr = rep.followerFetched(f.replicaID, it.fetchOffset, epoch)
-			} else {
+			case it.leaderOK && it.okEpoch == epoch:
+				// Checked at this gen for this epoch: no role or epoch change since.
+			default:
 				roleErr = rep.checkLeader(epoch)
+				it.leaderOK, it.okEpoch = roleErr == nil, epoch
 			}
 		}
 		if l == nil || roleErr != nil {
@@ -315,37 +372,131 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 		p.hw = l.HighWatermark()
 		p.lso = l.LastStableOffset() // reported at both isolation levels, as Kafka does
 		p.logStart = l.LogStartOffset()
-		partMax := int64(it.maxBytes)
-		if remaining := maxBytes - total; remaining < partMax {
-			partMax = remaining
+		if !f.replica {
+			it.log = l
 		}
-		if partMax > 0 || total == 0 {
-			if total == 0 && partMax <= 0 {
-				partMax = 1 // the first partition with data still gets one whole batch
-			}
-			sl, err := b.readPartition(l, it.fetchOffset, partMax, iso)
-			if err != nil {
-				p.errorCode = errorCode(err)
-				failed = true
-			} else {
-				p.slice = sl
-				total += sl.Length
-				if iso == engine.ReadCommitted && sl.Length > 0 {
-					// The aborted transactions overlapping what is returned: from the
-					// fetch offset up to the last stable offset (Kafka bounds it by the end
-					// of the records read; a longer list is harmless to clients).
-					if p.aborted, err = l.AbortedTransactions(nil, it.fetchOffset, l.LastStableOffset()); err != nil {
-						p.slice.Release()
-						p.slice, p.aborted = segmentSlice{}, nil
-						total -= sl.Length
-						p.errorCode = errorCode(err)
-						failed = true
-					}
-				}
-			}
+		if !f.readRecords(it, l, iso, maxBytes, &total) {
+			failed = true
+		}
+		if p.errorCode != 0 {
+			it.log = nil
 		}
 	}
+	f.readBytes = total
 	return total, watched && !failed
+}
+
+// readRecords reads one partition's records into it.p (its offsets already set) within what is
+// left of the request's max bytes, and adds them to *total; false when the read failed (the
+// error is in it.p). The first partition with data gets at least one whole batch (KIP-74).
+func (f *fetchRun) readRecords(it *fetchItem, l *engine.Log, iso engine.Isolation, maxBytes int64, total *int64) bool {
+	p := &it.p
+	partMax := int64(it.maxBytes)
+	if remaining := maxBytes - *total; remaining < partMax {
+		partMax = remaining
+	}
+	if partMax <= 0 && *total > 0 {
+		return true
+	}
+	if partMax <= 0 {
+		partMax = 1 // the first partition with data still gets one whole batch
+	}
+	sl, err := f.b.readPartition(l, it.fetchOffset, partMax, iso)
+	if err != nil {
+		p.errorCode = errorCode(err)
+		return false
+	}
+	p.slice = sl
+	*total += sl.Length
+	if iso == engine.ReadCommitted && sl.Length > 0 {
+		// The aborted transactions overlapping what is returned: from the fetch offset up to
+		// the last stable offset (Kafka bounds it by the end of the records read; a longer
+		// list is harmless to clients).
+		if p.aborted, err = l.AbortedTransactions(nil, it.fetchOffset, l.LastStableOffset()); err != nil {
+			p.slice.Release()
+			p.slice, p.aborted = segmentSlice{}, nil
+			*total -= sl.Length
+			p.errorCode = errorCode(err)
+			return false
+		}
+	}
+	return true
+}
+
+// readMoved is the long poll's wake-up for a consumer whose last read returned no records: it
+// reads again only the partitions whose high watermark, last stable offset or log start moved
+// since (with their leader check), and keeps the others' answers, which a read would repeat.
+// It returns the record bytes read and how many partitions moved; none moved (the wake-up came
+// from a leadership change, say), or a replica's fetch, and the caller reads everything.
+// An idle consumer of many partitions woken by one record pays three atomic loads per partition
+// and one read, not a lookup, a leader check, a watch and a read for each.
+func (f *fetchRun) readMoved() (total int64, moved int) {
+	if f.replica || f.readBytes != 0 {
+		return 0, 0
+	}
+	for i := range f.items {
+		if f.items[i].log == nil {
+			return 0, 0
+		}
+	}
+	iso := engine.ReadUpToHighWatermark
+	if f.req.IsolationLevel == 1 {
+		iso = engine.ReadCommitted
+	}
+	maxBytes := int64(f.req.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 1 << 31
+	}
+	for i := range f.items {
+		it := &f.items[i]
+		l, p := it.log, &it.p
+		hw, lso, logStart := l.HighWatermark(), l.LastStableOffset(), l.LogStartOffset()
+		if hw == p.hw && lso == p.lso && logStart == p.logStart {
+			continue
+		}
+		moved++
+		p.hw, p.lso, p.logStart = hw, lso, logStart
+		epoch := int32(-1)
+		if f.version >= 9 {
+			epoch = it.leaderEpoch
+		}
+		if err := it.rep.checkLeader(epoch); err != nil {
+			*p = fetchPartition{partition: it.partition, errorCode: errorCode(err), hw: -1, lso: -1, logStart: -1,
+				readCommitted: p.readCommitted}
+			it.log = nil
+			continue
+		}
+		if !f.readRecords(it, l, iso, maxBytes, &total) {
+			it.log = nil
+		}
+	}
+	f.readBytes = total
+	return total, moved
+}
+
+// unchanged reports whether a consumer's fetch whose last read returned no records would read
+// the same answer again: every partition still has the high watermark, last stable offset and
+// log start offset that read saw (a record, a truncation, a transaction marker, retention or a
+// leadership change moves one of them or wakes the long poll), so the long poll's expiry can
+// answer from that read. Replicas always read again: a follower's read also records its fetch
+// position for the ISR. It costs three atomic loads per partition, against a lookup, a leader
+// check and a read for each.
+func (f *fetchRun) unchanged() bool {
+	if f.replica || f.readBytes != 0 {
+		return false
+	}
+	for i := range f.items {
+		it := &f.items[i]
+		l := it.log
+		if l == nil {
+			return false
+		}
+		p := &it.p
+		if l.HighWatermark() != p.hw || l.LastStableOffset() != p.lso || l.LogStartOffset() != p.logStart {
+			return false
+		}
+	}
+	return true
 }
 
 // answer encodes the response of the last read: every partition for a sessionless or full

@@ -37,17 +37,20 @@ package broker
 // than 120 s (membership as of its last use, as in Kafka). The least-valuable choice scans the
 // sessions (O(slots)) and runs only when the cache is full and nothing is stale. Kafka splits
 // its cache into shards (KAFKA-9401), each with its share of the slots and evicting within
-// itself; weir keeps one cache under one mutex, held to create, find, touch and evict sessions
-// and, as Kafka does, while an incremental request is applied to its session.
+// itself; weir keeps one cache under one mutex, held to insert, find, touch and evict sessions
+// and, as Kafka does, while an incremental request is applied to its session. A new session's
+// partitions are indexed before the lock is taken to insert it (room is made first, so a full
+// fetch the cache cannot take builds nothing): a full fetch of thousands of partitions does not
+// hold every other fetch up.
 //
 // Memory bounds (weir's choice: Kafka bounds sessions only by request size). Every partition of
 // a session is attacker-chosen, so a session holds at most maxFetchSessionPartitions partitions
 // and all sessions together at most maxFetchSessionCachedPartitions; a cached partition costs
-// about 200 bytes plus its topic name (v<13 only; at most 249 bytes, Kafka's longest topic
+// about 240 bytes plus its topic name (v<13 only; at most 249 bytes, Kafka's longest topic
 // name). A full fetch over the bounds gets no session (answered with session id 0, as when the
 // cache is full: the client keeps sending full fetches); an incremental fetch that would grow a
 // session past them closes the session and answers FETCH_SESSION_ID_NOT_FOUND, upon which
-// clients send a full fetch. Worst case: 2^18 partitions * (200 + 249) bytes, about 118 MB.
+// clients send a full fetch. Worst case: 2^18 partitions * (240 + 249) bytes, about 128 MB.
 // A session serves one fetch at a time (clients never send more; a second incremental fetch
 // while one is unanswered, e.g. pipelined behind a long poll, answers INVALID_FETCH_SESSION_EPOCH
 // and leaves the session's epoch as it was), so the copies of sessions' partitions that
@@ -59,6 +62,13 @@ package broker
 // and partitions. The cache lock may be taken before a session lock, never after. No lock is
 // held while partitions are read: a fetch copies its session's partitions out under the session
 // lock, reads without it, and takes it again to record what it answered.
+//
+// Each session partition keeps the replica the last fetch found for it and whether it passed
+// the leader check, with the replica manager's generation at that time (replicaManager.gen,
+// bumped when a replica joins or leaves, or changes role or leader epoch); a fetch reuses them
+// while the generation is unchanged (and the client's leader epoch is the one checked), and looks
+// up and checks again otherwise, so an incremental fetch of an unchanged session costs no map
+// lookup and no leader check per partition.
 //
 // weir's own replication fetchers stay sessionless (epoch -1): they fetch few partitions per
 // leader and restart often on leadership changes. A follower that opens sessions (Kafka's
@@ -73,6 +83,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/engine"
 )
 
 const (
@@ -130,6 +142,16 @@ type sessionPartition struct {
 	gone        bool // forgotten; dropped by compactLocked
 	hw, lso     int64
 	logStart    int64
+	// rep (and its log) is the partition's replica as the last fetch found it, valid while the
+	// replica manager's gen is repGen (nil: look it up); leaderOK says it passed the leader check
+	// for the client's leader epoch okEpoch at that gen. They save a map lookup and a leader
+	// check (a lock and a cache miss on the replica) per partition per fetch; they keep a replica
+	// that left the broker reachable until the next fetch of the session.
+	rep      *replica
+	repLog   *engine.Log
+	repGen   uint64
+	okEpoch  int32
+	leaderOK bool
 }
 
 func (p *sessionPartition) key() sessionKey {
@@ -378,13 +400,15 @@ func (c *fetchSessionCache) createSession(ctx *fetchContext, items []fetchItem) 
 			return 0
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	// The session is built without the cache lock (a map of every partition: a millisecond or
+	// more for thousands, during which every other fetch's newContext would wait); room is made
+	// before (so a client the cache cannot take pays no build) and checked again after.
 	now := c.nowMs()
-	for len(c.sessions) >= c.slots || c.partitions+len(items) > maxFetchSessionCachedPartitions {
-		if !c.tryEvictLocked(ctx.privileged, len(items), now) {
-			return 0
-		}
+	c.mu.Lock()
+	room := c.makeRoomLocked(ctx.privileged, len(items), now)
+	c.mu.Unlock()
+	if !room {
+		return 0
 	}
 	s := &fetchSession{privileged: ctx.privileged, topicIDs: ctx.topicIDs, createdMs: now, cachedSize: -1,
 		epoch: nextFetchEpoch(fetchInitialEpoch), index: make(map[sessionKey]int32, len(items)),
@@ -398,7 +422,8 @@ func (c *fetchSessionCache) createSession(ctx *fetchContext, items []fetchItem) 
 			k.name = it.name
 		}
 		sp := sessionPartition{name: k.name, id: k.id, partition: it.partition, maxBytes: it.maxBytes,
-			fetchOffset: it.fetchOffset, leaderEpoch: it.leaderEpoch, hw: it.p.hw, lso: it.p.lso, logStart: it.p.logStart}
+			fetchOffset: it.fetchOffset, leaderEpoch: it.leaderEpoch, hw: it.p.hw, lso: it.p.lso, logStart: it.p.logStart,
+			rep: it.rep, repLog: it.repLog, repGen: it.repGen, okEpoch: it.okEpoch, leaderOK: it.leaderOK}
 		if it.p.errorCode != 0 {
 			sp.hw = -1
 		}
@@ -410,6 +435,11 @@ func (c *fetchSessionCache) createSession(ctx *fetchContext, items []fetchItem) 
 		s.order = append(s.order, int32(len(s.parts)))
 		s.parts = append(s.parts, sp)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.makeRoomLocked(ctx.privileged, len(s.parts), now) {
+		return 0 // taken meanwhile by another new session
+	}
 	for {
 		s.id = rand.Int32N(math.MaxInt32) + 1 // 1..MaxInt32, never 0
 		if c.sessions[s.id] == nil {
@@ -420,6 +450,17 @@ func (c *fetchSessionCache) createSession(ctx *fetchContext, items []fetchItem) 
 	c.numSessions.Store(int64(len(c.sessions)))
 	c.touchLocked(s, now)
 	return s.id
+}
+
+// makeRoomLocked evicts sessions (tryEvictLocked) until a new one of size partitions fits in
+// the slots and the partition bound; false when it cannot. Requires c.mu.
+func (c *fetchSessionCache) makeRoomLocked(privileged bool, size int, now int64) bool {
+	for len(c.sessions) >= c.slots || c.partitions+size > maxFetchSessionCachedPartitions {
+		if !c.tryEvictLocked(privileged, size, now) {
+			return false
+		}
+	}
+	return true
 }
 
 // tryEvictLocked is Kafka's FetchSessionCacheShard.tryEvict: it evicts the least recently used
@@ -558,7 +599,8 @@ func (s *fetchSession) snapshot(epoch int32, items []fetchItem) ([]fetchItem, bo
 	for _, idx := range s.order {
 		p := &s.parts[idx]
 		items = append(items, fetchItem{name: p.name, id: p.id, partition: p.partition, maxBytes: p.maxBytes,
-			fetchOffset: p.fetchOffset, leaderEpoch: p.leaderEpoch})
+			fetchOffset: p.fetchOffset, leaderEpoch: p.leaderEpoch, rep: p.rep, repLog: p.repLog, repGen: p.repGen,
+			okEpoch: p.okEpoch, leaderOK: p.leaderOK})
 	}
 	return items, true
 }
@@ -579,6 +621,7 @@ func (s *fetchSession) respond(epoch int32, items []fetchItem) bool {
 		it := &items[i]
 		idx := s.order[i]
 		sp := &s.parts[idx]
+		sp.rep, sp.repLog, sp.repGen, sp.okEpoch, sp.leaderOK = it.rep, it.repLog, it.repGen, it.okEpoch, it.leaderOK
 		r := &it.p
 		must := r.slice.Length > 0
 		if sp.hw != r.hw {

@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/netio"
 )
 
@@ -638,5 +642,262 @@ func checkSessionCache(t *testing.T, c *fetchSessionCache) {
 	}
 	if parts > maxFetchSessionCachedPartitions {
 		t.Fatalf("%d partitions cached", parts)
+	}
+}
+
+// TestFetchLongPollExpiry: a long poll that expires with nothing new answers what its first read
+// saw (an incremental one: no partition), and one during which a partition's log start offset
+// moved (DeleteRecords, which wakes no fetch) answers the new log start: the expiry reads again
+// whenever anything it would report changed.
+func TestFetchLongPollExpiry(t *testing.T) {
+	b := startBroker(t, nil)
+	addr := b.Addr()
+	createTopic(t, addr, "lpx", 2, nil)
+	topic, _ := b.topics.get("lpx")
+	prod := newKgo(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic("lpx"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 3 {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &sessionFetcher{t: t, w: dialWire(t, addr), topic: topic}
+	atEnd := map[int32]int64{0: 3, 1: 0}
+	resp := f.fetch(13, -1, 0, 0, atEnd, nil, 0)
+	id := resp.SessionID
+	if resp.ErrorCode != 0 || id == 0 || sessionParts(resp) != "p0:hw3 p1:hw0" {
+		t.Fatalf("full fetch: error %d, session %d, %q", resp.ErrorCode, id, sessionParts(resp))
+	}
+	timed := func(epoch int32) (*kmsg.FetchResponse, time.Duration) {
+		start := time.Now()
+		resp := f.fetch(13, -1, id, epoch, nil, nil, 300)
+		return resp, time.Since(start)
+	}
+	// Nothing new: answered at max_wait_ms with no partition.
+	resp, el := timed(1)
+	if resp.ErrorCode != 0 || sessionParts(resp) != "" || el < 250*time.Millisecond {
+		t.Fatalf("idle long poll: error %d, %q after %v", resp.ErrorCode, sessionParts(resp), el)
+	}
+	// The log start of partition 0 moves while the fetch waits.
+	l, ok := b.logs.Log(engine.TopicPartition{Topic: "lpx", Partition: 0})
+	if !ok {
+		t.Fatal("no log for lpx-0")
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		if _, err := l.DeleteRecordsBefore(2); err != nil {
+			t.Error(err)
+		}
+	}()
+	resp, el = timed(2)
+	if resp.ErrorCode != 0 || sessionParts(resp) != "p0:hw3" || el < 250*time.Millisecond {
+		t.Fatalf("long poll across DeleteRecords: error %d, %q after %v", resp.ErrorCode, sessionParts(resp), el)
+	}
+	if got := resp.Topics[0].Partitions[0].LogStartOffset; got != 2 {
+		t.Fatalf("log start offset %d, want 2", got)
+	}
+	// Sessionless: every partition, as the first read saw them.
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.ReplicaState.ID = -1, -1
+	req.SessionEpoch = -1
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 300, 1, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.TopicID = topic.ID
+	for p, off := range []int64{3, 0} {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = int32(p), off, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	start := time.Now()
+	resp = wireRoundTrip[*kmsg.FetchResponse](f.w, req, 13)
+	if el := time.Since(start); resp.ErrorCode != 0 || sessionParts(resp) != "p0:hw3 p1:hw0" || el < 250*time.Millisecond {
+		t.Fatalf("sessionless long poll: error %d, %q after %v", resp.ErrorCode, sessionParts(resp), el)
+	}
+	if got := resp.Topics[0].Partitions[0].LogStartOffset; got != 2 {
+		t.Fatalf("sessionless: log start offset %d, want 2", got)
+	}
+}
+
+// TestFetchSessionTopicRecreated: a session naming a topic by name (v12) that is deleted and
+// created again reads the new topic's partition, not the replica it cached for the old one.
+func TestFetchSessionTopicRecreated(t *testing.T) {
+	b := startBroker(t, nil)
+	addr := b.Addr()
+	createTopic(t, addr, "again", 1, nil)
+	prod := newKgo(t, addr, kgo.DefaultProduceTopic("again"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for range 3 {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topic, _ := b.topics.get("again")
+	f := &sessionFetcher{t: t, w: dialWire(t, addr), topic: topic}
+	resp := f.fetch(12, -1, 0, 0, map[int32]int64{0: 3}, nil, 0)
+	id := resp.SessionID
+	if resp.ErrorCode != 0 || id == 0 || sessionParts(resp) != "p0:hw3" {
+		t.Fatalf("full fetch: error %d, session %d, %q", resp.ErrorCode, id, sessionParts(resp))
+	}
+	if got := sessionParts(f.fetch(12, -1, id, 1, nil, nil, 0)); got != "" {
+		t.Fatalf("idle incremental fetch: %q", got)
+	}
+	adm := kadm.NewClient(newKgo(t, addr))
+	if _, err := adm.DeleteTopics(ctx, "again"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := adm.CreateTopic(ctx, 1, 1, nil, "again")
+		if err == nil && resp.Err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("recreate: %v %v", err, resp.Err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The new partition is empty: offset 3 is out of its range (or, while its replica is not
+	// there yet, it is not led here); never the old log's high watermark 3.
+	for epoch := int32(2); ; epoch++ {
+		got := sessionParts(f.fetch(12, -1, id, epoch, nil, nil, 0))
+		if got == fmt.Sprintf("p0:hw0:err%d", kerr.OffsetOutOfRange.Code) {
+			break
+		}
+		if strings.Contains(got, "hw3") || ctx.Err() != nil {
+			t.Fatalf("after the topic was recreated: %q", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestFetchLongPollWake: a long poll over many partitions woken by a record in one answers that
+// record, the new log start of a partition whose log start moved meanwhile, and the unchanged
+// offsets of the others (sessionless: every partition; incremental: only what changed).
+func TestFetchLongPollWake(t *testing.T) {
+	b := startBroker(t, nil)
+	addr := b.Addr()
+	createTopic(t, addr, "lpw", 8, nil)
+	topic, _ := b.topics.get("lpw")
+	prod := newKgo(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic("lpw"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	produce := func(p int32, n int) {
+		t.Helper()
+		for range n {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("v")}).FirstErr(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	produce(2, 3)
+	l2, _ := b.logs.Log(engine.TopicPartition{Topic: "lpw", Partition: 2})
+	f := &sessionFetcher{t: t, w: dialWire(t, addr), topic: topic}
+	atEnd := map[int32]int64{0: 0, 1: 0, 2: 3, 3: 0, 4: 0, 5: 0, 6: 0, 7: 0}
+	wake := func(logStart int64, fetch func() *kmsg.FetchResponse) *kmsg.FetchResponse {
+		t.Helper()
+		go func() {
+			time.Sleep(150 * time.Millisecond)
+			if _, err := l2.DeleteRecordsBefore(logStart); err != nil {
+				t.Error(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			produce(5, 1)
+		}()
+		start := time.Now()
+		resp := fetch()
+		if el := time.Since(start); el < 150*time.Millisecond || el > 4*time.Second {
+			t.Fatalf("long poll answered after %v", el)
+		}
+		return resp
+	}
+	// Sessionless.
+	resp := wake(1, func() *kmsg.FetchResponse { return f.fetch(13, -1, 0, -1, atEnd, nil, 5000) })
+	if got, want := sessionParts(resp), "p0:hw0 p1:hw0 p2:hw3 p3:hw0 p4:hw0 p5:hw1:rec p6:hw0 p7:hw0"; got != want {
+		t.Fatalf("sessionless wake: %q, want %q", got, want)
+	}
+	if got := resp.Topics[0].Partitions[2].LogStartOffset; got != 1 {
+		t.Fatalf("sessionless wake: log start of partition 2 is %d, want 1", got)
+	}
+	// Incremental.
+	atEnd[5] = 1
+	resp = f.fetch(13, -1, 0, 0, atEnd, nil, 0)
+	id := resp.SessionID
+	if id == 0 {
+		t.Fatal("no session")
+	}
+	resp = wake(2, func() *kmsg.FetchResponse { return f.fetch(13, -1, id, 1, nil, nil, 5000) })
+	if got, want := sessionParts(resp), "p2:hw3 p5:hw2:rec"; got != want {
+		t.Fatalf("incremental wake: %q, want %q", got, want)
+	}
+	if got := resp.Topics[0].Partitions[0].LogStartOffset; got != 2 {
+		t.Fatalf("incremental wake: log start of partition 2 is %d, want 2", got)
+	}
+}
+
+// TestFetchSessionCreateConcurrent: sessions created from many goroutines at once (each built
+// outside the cache lock) never overfill the cache, and the cache's bookkeeping stays exact.
+func TestFetchSessionCreateConcurrent(t *testing.T) {
+	c, now := newTestSessionCache(4)
+	*now = 1_000_000 // every session is old: any new one may evict a smaller one
+	var wg sync.WaitGroup
+	var made atomic.Int64
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				ctx := &fetchContext{kind: fetchFull, topicIDs: true, privileged: (g+i)%3 == 0}
+				if c.createSession(ctx, sessionItems(byte(g), 1+(g*7+i)%40)) != 0 {
+					made.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if made.Load() < 4 {
+		t.Fatalf("only %d sessions created", made.Load())
+	}
+	checkSessionCache(t, c)
+}
+
+// TestFetchSessionLeadershipChange: a session that skips the leader check of partitions it
+// found led (at an unchanged replica generation) still answers NOT_LEADER_OR_FOLLOWER once the
+// broker stops leading one, and reads it again once it leads it anew.
+func TestFetchSessionLeadershipChange(t *testing.T) {
+	b := startBroker(t, nil)
+	addr := b.Addr()
+	createTopic(t, addr, "lead", 2, nil)
+	topic, _ := b.topics.get("lead")
+	f := &sessionFetcher{t: t, w: dialWire(t, addr), topic: topic}
+	resp := f.fetch(13, -1, 0, 0, map[int32]int64{0: 0, 1: 0}, nil, 0)
+	id := resp.SessionID
+	if resp.ErrorCode != 0 || id == 0 || sessionParts(resp) != "p0:hw0 p1:hw0" {
+		t.Fatalf("full fetch: error %d, session %d, %q", resp.ErrorCode, id, sessionParts(resp))
+	}
+	if got := sessionParts(f.fetch(13, -1, id, 1, nil, nil, 0)); got != "" {
+		t.Fatalf("idle incremental fetch: %q", got)
+	}
+	r := b.rm.get(engine.TopicPartition{Topic: "lead", Partition: 1})
+	r.mu.Lock()
+	info := r.info
+	r.mu.Unlock()
+	other := info
+	other.Leader = b.nodeID + 100
+	other.LeaderEpoch++
+	r.apply(other)
+	want := fmt.Sprintf("p1:hw-1:err%d", kerr.NotLeaderForPartition.Code)
+	if got := sessionParts(f.fetch(13, -1, id, 2, nil, nil, 0)); got != want {
+		t.Fatalf("after losing the lead: %q, want %q", got, want)
+	}
+	back := info
+	back.LeaderEpoch = other.LeaderEpoch + 1
+	r.apply(back)
+	if got := sessionParts(f.fetch(13, -1, id, 3, nil, nil, 0)); got != "p1:hw0" {
+		t.Fatalf("after leading again: %q, want %q", got, "p1:hw0")
+	}
+	if got := sessionParts(f.fetch(13, -1, id, 4, nil, nil, 0)); got != "" {
+		t.Fatalf("idle again: %q", got)
 	}
 }

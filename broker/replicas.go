@@ -44,6 +44,11 @@ type replicaManager struct {
 	// Lock order: mu before a replica's mu.
 	mu    sync.RWMutex
 	parts map[engine.TopicPartition]*replica
+	// gen counts changes of parts' membership (bumped under mu) and of any replica's role or
+	// leader epoch (bumped under that replica's mu, with the change): fetch sessions keep each
+	// partition's *replica, and whether it passed the leader check, with the gen they were found
+	// at, and look up and check again once gen moved.
+	gen atomic.Uint64
 
 	quit chan struct{}
 	wg   sync.WaitGroup
@@ -186,6 +191,7 @@ func (rm *replicaManager) reconcile() (complete bool) {
 		if !ok || w.t.ID != r.topic {
 			gone = append(gone, r)
 			delete(rm.parts, tp)
+			rm.gen.Add(1)
 		}
 	}
 	rm.mu.Unlock()
@@ -204,6 +210,7 @@ func (rm *replicaManager) reconcile() (complete bool) {
 			r = &replica{rm: rm, tp: tp, topic: w.t.ID, log: l, epoch: -1, local: len(w.info.Replicas) == 1}
 			rm.mu.Lock()
 			rm.parts[tp] = r
+			rm.gen.Add(1)
 			rm.mu.Unlock()
 		}
 		if r.applied != w.t {
@@ -281,7 +288,10 @@ func (r *replica) apply(info controller.PartitionInfo) {
 			r.resignLocked()
 			slog.Info("leadership ended", "topic", r.tp.Topic, "partition", r.tp.Partition, "leader", info.Leader, "leader_epoch", info.LeaderEpoch)
 		}
-		r.epoch = info.LeaderEpoch
+		if r.epoch != info.LeaderEpoch {
+			r.epoch = info.LeaderEpoch
+			r.rm.gen.Add(1)
+		}
 		return
 	}
 	if r.leading && r.epoch == info.LeaderEpoch {
@@ -297,6 +307,7 @@ func (r *replica) apply(info controller.PartitionInfo) {
 		return
 	}
 	r.leading, r.epoch = true, info.LeaderEpoch
+	r.rm.gen.Add(1)
 	if !r.local {
 		l := r.log
 		r.state = replication.NewLeaderState(replication.LeaderConfig{
@@ -326,6 +337,7 @@ func (r *replica) resignLocked() {
 	wasLeading := r.leading
 	r.state, r.leading = nil, false
 	if wasLeading {
+		r.rm.gen.Add(1)
 		r.kickLocked()
 	}
 }
