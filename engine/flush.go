@@ -210,7 +210,7 @@ func (f *flushState) cycle(l *Log) {
 		if err != nil {
 			break
 		}
-		if err = writeSnapshot(l.fsys, l.dir, sn.offset, sn.data, keepSnapshotsFrom); err == nil {
+		if err = l.snaps.write(l.fsys, l.dir, sn.offset, sn.data, keepSnapshotsFrom); err == nil {
 			written++
 		}
 	}

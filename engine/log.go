@@ -52,6 +52,8 @@ type Log struct {
 	leaderEpoch int32
 	// producers is the idempotent and transactional producer table. Guarded by mu.
 	producers *producerState
+	// snaps is the set of producer-state snapshot files in dir (its own lock).
+	snaps snapshotFiles
 	// replaying is set while loadProducerState replays batches. Guarded by mu.
 	replaying bool
 	// txnIndexed names the segments that had a .txnindex at open (checked, then dropped);
@@ -65,7 +67,9 @@ type Log struct {
 	// epochs is the leader epoch cache (epochs.go); changed under mu, its file written after.
 	epochs epochCache
 
-	segments       atomic.Pointer[[]*segment.Segment]
+	segments atomic.Pointer[[]*segment.Segment]
+	// rolledSegs is the list the last roll published (publishRolledLocked). Guarded by mu.
+	rolledSegs     *[]*segment.Segment
 	end            position // log end offset and its place
 	hw             position // high watermark and its place
 	hwMu           sync.Mutex
@@ -396,9 +400,26 @@ func (l *Log) rollLocked(baseOffset int64) error {
 	l.flush.snapshotLocked(baseOffset, l.producers.encodeSnapshot())
 	l.active = seg
 	l.rollJitterMs = l.config().randomSegmentJitter()
-	segs := append(append(make([]*segment.Segment, 0, len(l.Segments())+1), l.Segments()...), seg)
-	l.segments.Store(&segs)
+	l.publishRolledLocked(seg)
 	return nil
+}
+
+// publishRolledLocked publishes the segment list with seg appended. A roll appends in place
+// when the published list is the one the previous roll made and has room: no published list
+// reaches past its length in that array (a truncation or deletion publishes a different list,
+// and the next roll copies), so readers holding an older, shorter list never see an element
+// change. Copying the list at every roll made writing a log of n segments cost O(n^2) (a topic
+// of 100,000 small segments copied 40 GB of pointers).
+func (l *Log) publishRolledLocked(seg *segment.Segment) {
+	cur := l.Segments()
+	var segs []*segment.Segment
+	if p := l.segments.Load(); p == l.rolledSegs && len(cur) < cap(cur) {
+		segs = append(cur, seg)
+	} else {
+		segs = append(append(make([]*segment.Segment, 0, len(cur)+len(cur)/2+2), cur...), seg)
+	}
+	l.segments.Store(&segs)
+	l.rolledSegs = &segs
 }
 
 // reserveSegmentLocked refuses a roll that would take the process's segments past the budget
@@ -579,13 +600,7 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	l.hwMu.Unlock()
 	l.flush.truncated(next)
 	newEpochs = l.epochs.truncateFromEndLocked(next)
-	if offsets, err := snapshotOffsets(l.fsys, l.dir); err == nil {
-		for _, o := range offsets {
-			if o > next {
-				_ = l.fsys.Remove(snapshotPath(l.dir, o))
-			}
-		}
-	}
+	_ = l.snaps.removeAbove(l.fsys, l.dir, next)
 	// The producer state is rebuilt as Kafka's truncateAndReload does: the newest snapshot at or
 	// below the new log end, then the batches after it (ongoing transactions included; the
 	// .txnindex entries of markers cut are already gone with the segments' truncation).
@@ -858,7 +873,7 @@ func (l *Log) Close() error {
 			errs = append(errs, err)
 		}
 		// The producer state at the log end, so a restart deduplicates without replaying.
-		if err := writeSnapshot(l.fsys, l.dir, l.nextOffset, l.producers.encodeSnapshot(), l.Segments()[0].BaseOffset()); err != nil {
+		if err := l.snaps.write(l.fsys, l.dir, l.nextOffset, l.producers.encodeSnapshot(), l.Segments()[0].BaseOffset()); err != nil {
 			errs = append(errs, err)
 		}
 	}
