@@ -102,7 +102,12 @@
 // mapping until a reader's first index lookup. Inactive, durable segments hold their descriptor
 // and index mappings only while the process-wide caches keep them (segment/fdcache.go, bounded by
 // storage.descriptor.cache.size and storage.index.cache.size); the retention loop also evicts what
-// was not used since its previous run (segment.EvictIdle). Zeros after a
+// was not used since its previous run (segment.EvictIdle). An idle active segment is settled by
+// the settle loop after one to two seconds (segment.SettleIfIdle); when the segments being
+// written hold more than half the descriptor or mapping ceiling (segment.Pressure), the
+// Manager's pressure loop settles every active segment that is synced at once
+// (segment.SettleIfSynced, skipping logs whose appender holds the lock), so a burst of produces
+// to more partitions than descriptors stays within the ceilings. Zeros after a
 // segment's last batch (a preallocated segment, preallocate, that a crash left untrimmed) are
 // trimmed as the segment's end, not a truncation.
 //

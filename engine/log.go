@@ -851,6 +851,21 @@ func (l *Log) settleIfIdle() {
 	l.active.SettleIfIdle()
 }
 
+// settleIfSynced settles the active segment when everything appended to it is durable
+// (segment.SettleIfSynced), unless the appender holds the append lock (it is writing: its
+// segment is not synced, and the pressure sweep does not wait for it). It reports whether it
+// settled.
+func (l *Log) settleIfSynced() bool {
+	if !l.mu.TryLock() {
+		return false
+	}
+	defer l.mu.Unlock()
+	if l.closed || l.active == nil {
+		return false
+	}
+	return l.active.SettleIfSynced()
+}
+
 func (l *Log) Close() error {
 	l.structMu.Lock() // compaction: a segment swap in progress finishes first
 	defer l.structMu.Unlock()

@@ -1,11 +1,16 @@
 package engine
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/weir-mq/weir/record"
+	"github.com/weir-mq/weir/segment"
 	"github.com/weir-mq/weir/vfs"
 )
 
@@ -121,4 +126,117 @@ func TestRollsDoNotListDir(t *testing.T) {
 	if _, err := l.Append(idemBatch(7, 0, seq, 3)); err != nil {
 		t.Fatalf("the producer state did not survive: %v", err)
 	}
+}
+
+// TestWriteBurstStaysUnderCeiling: produce bursts to more partitions than the descriptor ceiling
+// lets hold open at once, each append awaited durable as the broker does. The segments being
+// written are settled under pressure (segment.Pressure, Manager.settleUnderPressure) as soon as
+// they are synced, so the descriptors and index mappings all segments hold stay near the ceiling
+// instead of one per partition written (before, a partition kept its descriptor for one to two
+// seconds after its last append), no append fails, and every partition reads back.
+func TestWriteBurstStaysUnderCeiling(t *testing.T) {
+	skipWithBoundedCaches(t)
+	const parts, rounds, workers = 160, 4, 4
+	fds0, maps0 := segment.Usage()
+	const ceil, cacheSize = 60, 40
+	segment.SetLogDescriptorCacheSize(cacheSize)
+	segment.SetIndexMappingCacheSize(cacheSize)
+	segment.SetCeilings(fds0+ceil, maps0+2*ceil)
+	t.Cleanup(func() {
+		segment.SetCeilings(0, 0)
+		segment.SetLogDescriptorCacheSize(0)
+		segment.SetIndexMappingCacheSize(0)
+	})
+	m := mgrOpen(t, mgrConfig(t.TempDir()))
+	defer m.Close()
+	logs := make([]*Log, parts)
+	for i := range logs {
+		l, err := m.CreateLog(TopicPartition{"burst", int32(i)}, [16]byte{1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs[i] = l
+	}
+	if fds, maps := segment.Usage(); true {
+		t.Logf("after creating: %d descriptors, %d mappings; caches %+v pressure %v", fds-fds0, maps-maps0, segment.Caches(), segment.UnderPressure())
+	}
+	var maxFDs, maxMaps atomic.Int64
+	sample := func() {
+		fds, maps := segment.Usage()
+		for v, m := fds-fds0, &maxFDs; v > m.Load(); {
+			if m.CompareAndSwap(m.Load(), v) {
+				break
+			}
+		}
+		for v, m := maps-maps0, &maxMaps; v > m.Load(); {
+			if m.CompareAndSwap(m.Load(), v) {
+				break
+			}
+		}
+	}
+	for r := 0; r < rounds; r++ {
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < parts; i += workers {
+					l := logs[i]
+					info, err := l.Append(record.Build(nil, record.BuildOptions{BaseTimestamp: time.Now().UnixMilli(), ProducerID: -1, BaseSequence: -1},
+						[]record.Record{{Key: []byte("k"), Value: []byte("burst")}}))
+					if err == nil {
+						err = l.AwaitDurable(info.LastOffset + 1)
+					}
+					if err != nil {
+						errs <- fmt.Errorf("round %d, partition %d: %w", r, i, err)
+						return
+					}
+					sample()
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		fds, maps := segment.Usage()
+		t.Logf("round %d: %d descriptors (peak %d), %d mappings; caches %+v", r, fds-fds0, maxFDs.Load(), maps-maps0, segment.Caches())
+	}
+	// The pressure sweep runs asynchronously (at most every pressureSettleGap): what was opened
+	// between two sweeps may pass the ceiling by a few; one per partition written would be 160.
+	if got := maxFDs.Load(); got > ceil+parts/8 {
+		t.Fatalf("descriptors peaked at %d during the bursts; ceiling %d, %d partitions", got, ceil, parts)
+	}
+	if got := maxMaps.Load(); got > 2*(ceil+parts/8) {
+		t.Fatalf("index mappings peaked at %d during the bursts; ceiling %d, %d partitions", got, 2*ceil, parts)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		fds, _ := segment.Usage()
+		if fds-fds0 <= ceil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d descriptors held after the bursts, ceiling %d", fds-fds0, ceil)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i, l := range logs {
+		if got := l.LogEndOffset(); got != rounds {
+			t.Fatalf("partition %d: log end %d, want %d", i, got, rounds)
+		}
+		if err := l.SetHighWatermark(rounds); err != nil {
+			t.Fatal(err)
+		}
+		sl, err := l.Read(0, 1<<20, ReadUpToLogEnd)
+		if err != nil {
+			t.Fatalf("read partition %d: %v", i, err)
+		}
+		if n := len(orcSliceBytes(t, sl)); n == 0 {
+			t.Fatalf("partition %d reads nothing", i)
+		}
+	}
+	t.Logf("peaks over the ceilings' base: %d descriptors (ceiling %d), %d mappings; caches %+v", maxFDs.Load(), ceil, maxMaps.Load(), segment.Caches())
 }

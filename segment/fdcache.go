@@ -35,6 +35,19 @@ package segment
 // the previous call, so mappings and descriptors of segments nobody reads go even below the
 // bounds.
 //
+// Write bursts: an active segment keeps its descriptor and indexes outside the caches from its
+// first append until it is settled again (SettleIfIdle: idle and synced for one to two of the
+// engine's intervals), so a burst that writes to more partitions than the ceiling within that time
+// would hold them all. When the descriptors or index mappings held outside the caches pass half
+// their ceiling, the segment package signals the subscribers of Pressure (at most one pending
+// signal each; the check is a few atomic loads where a descriptor is opened or indexes are mapped,
+// never on an append that opens nothing), and the engine settles every active segment whose bytes
+// are all durable (SettleIfSynced, even one written a moment ago); the caches then evict what is
+// over their bounds, CLOCK choosing the least recently used, and the next append to an evicted
+// segment opens its .log and maps its indexes again. The total stays under the ceilings: what is
+// outside the caches passes half the ceiling only by what is appended and not yet synced between
+// two signals, and the caches shrink to the rest.
+//
 // Lock order: Segment.logMu, then Segment.idxMu, then a cache's mu. Eviction takes a segment's lock
 // with no cache lock held.
 
@@ -95,6 +108,8 @@ type clockCache struct {
 	limit atomic.Int64
 	// evictions counts entries evicted (tests, metrics).
 	evictions atomic.Int64
+	// size is len(entries), for lock-free reads (pressure checks).
+	size atomic.Int64
 }
 
 var (
@@ -206,6 +221,7 @@ func (c *clockCache) add(s *Segment) {
 	if s.slot[c.kind] < 0 {
 		s.slot[c.kind] = len(c.entries)
 		c.entries = append(c.entries, s)
+		c.size.Store(int64(len(c.entries)))
 	}
 	c.mu.Unlock()
 	c.trim()
@@ -227,6 +243,7 @@ func (c *clockCache) removeAtLocked(i int) {
 	c.entries[i].slot[c.kind] = i
 	c.entries[last] = nil
 	c.entries = c.entries[:last]
+	c.size.Store(int64(last))
 	s.slot[c.kind] = -1
 	if c.hand >= len(c.entries) {
 		c.hand = 0
@@ -396,6 +413,7 @@ func (s *Segment) pinLog() (*fileRef, error) {
 // reopenLog opens the .log of a segment whose descriptor was evicted and installs it, returning
 // it pinned.
 func (s *Segment) reopenLog() (*fileRef, error) {
+	relieve(kindLog)
 	s.logMu.Lock()
 	if r := s.logRef.Load(); r != nil && r.tryPin() {
 		s.logMu.Unlock()
@@ -436,7 +454,106 @@ func newFileRef(f vfs.File, pins int32) *fileRef {
 	r := &fileRef{f: f, fd: int(f.OS().Fd())}
 	r.pins.Store(pins)
 	liveDescriptors.Add(1)
+	checkPressure()
 	return r
+}
+
+var (
+	// pressureSubs are the channels Pressure handed out (an immutable slice, replaced whole
+	// under pressureMu).
+	pressureSubs atomic.Pointer[[]chan struct{}]
+	pressureMu   sync.Mutex
+	// liveIndexMappings counts the index mappings of this process's segments (a part of
+	// liveMappings: the rest are .log read mappings, which settling does not release).
+	liveIndexMappings atomic.Int64
+)
+
+// Pressure returns a channel that receives (at most one pending signal) when the descriptors or
+// index mappings held outside the caches, by segments being written, pass half of the ceilings
+// (SetCeilings): the receiver settles the active segments that are durable (SettleIfSynced) so
+// the caches can evict them. stop unsubscribes.
+func Pressure() (c <-chan struct{}, stop func()) {
+	ch := make(chan struct{}, 1)
+	pressureMu.Lock()
+	defer pressureMu.Unlock()
+	var subs []chan struct{}
+	if p := pressureSubs.Load(); p != nil {
+		subs = append(subs, (*p)...)
+	}
+	subs = append(subs, ch)
+	pressureSubs.Store(&subs)
+	return ch, func() {
+		pressureMu.Lock()
+		defer pressureMu.Unlock()
+		var keep []chan struct{}
+		for _, s := range *pressureSubs.Load() {
+			if s != ch {
+				keep = append(keep, s)
+			}
+		}
+		pressureSubs.Store(&keep)
+	}
+}
+
+// UnderPressure reports whether the descriptors or index mappings held outside the caches pass
+// half of the ceilings, or all that segments hold passes a ceiling (the caches have not shrunk
+// yet to the room the segments being written left them: TrimCaches).
+func UnderPressure() bool {
+	if c := descriptorCeiling.Load(); c > 0 {
+		live := liveDescriptors.Load()
+		if live-logCache.size.Load() > c/2 || live > c {
+			return true
+		}
+	}
+	if c := mappingCeiling.Load(); c > 0 {
+		if liveIndexMappings.Load()-IndexMappingsPerSegment*idxCache.size.Load() > c/2 || liveMappings.Load() > c {
+			return true
+		}
+	}
+	return false
+}
+
+// TrimCaches evicts what the caches hold over their bounds now: a bound shrinks as segments
+// being written open descriptors and map indexes, which do not trim the caches themselves (they
+// hold a segment's lock, and eviction takes other segments'). The engine calls it on Pressure.
+func TrimCaches() {
+	logCache.trim()
+	idxCache.trim()
+}
+
+// relieve makes room before a descriptor is opened or indexes are mapped (kind), with no segment
+// lock held: when all that segments hold has reached the ceiling, the cache evicts what is over
+// its bound now (its bound shrank as segments being written took the room), instead of waiting
+// for the next insertion or the engine's pressure sweep. A few atomic loads when under the
+// ceiling.
+func relieve(kind cacheKind) {
+	if kind == kindLog {
+		if c := descriptorCeiling.Load(); c > 0 && liveDescriptors.Load() >= c {
+			logCache.trim()
+		}
+		return
+	}
+	if c := mappingCeiling.Load(); c > 0 && liveMappings.Load()+IndexMappingsPerSegment > c {
+		idxCache.trim()
+	}
+}
+
+// checkPressure signals Pressure's subscribers when UnderPressure. Called where a descriptor is
+// opened or indexes are mapped.
+func checkPressure() {
+	if !UnderPressure() {
+		return
+	}
+	p := pressureSubs.Load()
+	if p == nil {
+		return
+	}
+	for _, ch := range *p {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // closeLog drops the installed descriptor for good (the segment's last reference went).

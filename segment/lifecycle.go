@@ -64,6 +64,28 @@ func (s *Segment) SettleIfIdle() bool {
 	return true
 }
 
+// SettleIfSynced settles the active segment when everything appended to it is durable (synced),
+// however recently it was written: the engine calls it under descriptor or mapping pressure
+// (Pressure), so that a burst of writes to more partitions than the ceilings allow does not hold a
+// descriptor and two index mappings for each of them until they go idle (SettleIfIdle). The next
+// Append takes them back (opening the .log and mapping the indexes again when the caches evicted
+// them). As SettleIfIdle, the caller excludes the appender; it reports whether it settled.
+func (s *Segment) SettleIfSynced() bool {
+	if s.settled.Load() || s.sealed.Load() {
+		return false
+	}
+	seq := s.appendSeq.Load()
+	if s.syncedSeq.Load() != seq || s.refs.Load() <= 0 {
+		return false
+	}
+	s.settle()
+	if s.appendSeq.Load() != seq {
+		s.unsettle()
+		return false
+	}
+	return true
+}
+
 // MarkInactive is called by the log's appender when the segment stops being the active one: the
 // time index gets its final entry (max timestamp so far) and a preallocated .log is trimmed to its
 // logical size, as Kafka's onBecomeInactiveSegment does.

@@ -192,6 +192,8 @@ type Segment struct {
 
 // Create makes a new empty segment with base offset baseOffset in dir.
 func Create(fsys vfs.FS, dir string, baseOffset int64, cfg Config, now time.Time) (*Segment, error) {
+	relieve(kindLog) // room for its descriptor and indexes (fdcache.go)
+	relieve(kindIndex)
 	s, err := open(fsys, dir, baseOffset, cfg, os.O_CREATE|os.O_EXCL|os.O_RDWR, "")
 	if err != nil {
 		return nil, err
