@@ -104,12 +104,13 @@
 // storage.descriptor.cache.size and storage.index.cache.size); the retention loop also evicts what
 // was not used since its previous run (segment.EvictIdle). An idle active segment is settled by
 // the settle loop after one to two seconds (segment.SettleIfIdle); when the segments being
-// written hold more than half the descriptor or mapping ceiling (segment.Pressure), the
-// Manager's pressure loop settles every active segment that is synced at once
-// (segment.SettleIfSynced, skipping logs whose appender holds the lock), so a burst of produces
-// to more partitions than descriptors stays within the ceilings. Zeros after a
-// segment's last batch (a preallocated segment, preallocate, that a crash left untrimmed) are
-// trimmed as the segment's end, not a truncation.
+// written hold more than three quarters of the descriptor or mapping ceiling (segment.Pressure),
+// the Manager's pressure loop settles at once the active segment of every log written since its
+// previous sweep that is synced (segment.SettleIfSynced; a log whose appender holds the lock waits
+// for the next sweep), so a burst of produces to more partitions than descriptors stays within
+// the ceilings. An append costs one atomic load for this (the log is listed once per sweep).
+// Zeros after a segment's last batch (a preallocated segment, preallocate, that a crash left
+// untrimmed) are trimmed as the segment's end, not a truncation.
 //
 // DeleteLog renames a partition directory to "<topic>-<partition>.<32 hex>-delete" (the topic cut
 // so the name fits in 255 bytes, as Kafka's LocalLog does) and removes it; a failed removal is

@@ -69,7 +69,11 @@ type Log struct {
 
 	segments atomic.Pointer[[]*segment.Segment]
 	// rolledSegs is the list the last roll published (publishRolledLocked). Guarded by mu.
-	rolledSegs     *[]*segment.Segment
+	rolledSegs *[]*segment.Segment
+	// written is the Manager's list of logs appended to (nil outside a Manager); listed says
+	// this log is on it (manager.go, writtenLogs).
+	written        atomic.Pointer[writtenLogs]
+	listed         atomic.Bool
 	end            position // log end offset and its place
 	hw             position // high watermark and its place
 	hwMu           sync.Mutex
@@ -330,6 +334,9 @@ func (l *Log) appendLocked(batch []byte, h *record.Header) (AppendInfo, error) {
 	pos, err := l.active.Append(batch, h)
 	if err != nil {
 		return AppendInfo{}, l.logDir.Fail(err)
+	}
+	if w := l.written.Load(); w != nil && !l.listed.Load() {
+		w.note(l) // for the Manager's pressure sweeps (settleUnderPressure)
 	}
 	l.nextOffset = h.NextOffset()
 	l.end.store(l.nextOffset, l.active.BaseOffset(), pos+int64(len(batch)))
@@ -854,16 +861,19 @@ func (l *Log) settleIfIdle() {
 // settleIfSynced settles the active segment when everything appended to it is durable
 // (segment.SettleIfSynced), unless the appender holds the append lock (it is writing: its
 // segment is not synced, and the pressure sweep does not wait for it). It reports whether it
-// settled.
-func (l *Log) settleIfSynced() bool {
+// settled, and when not whether a later sweep may (the log is open and its segment not settled).
+func (l *Log) settleIfSynced() (settled, retry bool) {
 	if !l.mu.TryLock() {
-		return false
+		return false, true
 	}
 	defer l.mu.Unlock()
 	if l.closed || l.active == nil {
-		return false
+		return false, false
 	}
-	return l.active.SettleIfSynced()
+	if l.active.SettleIfSynced() {
+		return true, false
+	}
+	return false, !l.active.IsSettled()
 }
 
 func (l *Log) Close() error {

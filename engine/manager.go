@@ -89,6 +89,8 @@ type Manager struct {
 
 	// settleBuf is the settle loop's list of logs, reused each run (owned by that goroutine).
 	settleBuf []*Log
+	// written lists the logs appended to since the pressure loop last looked (settleUnderPressure).
+	written writtenLogs
 
 	// ckptMu serializes checkpoint writers.
 	ckptMu sync.Mutex
@@ -261,6 +263,7 @@ func (m *Manager) openLog(d *dirState, tp TopicPartition) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.logs[tp] = l
+	l.written.Store(&m.written)
 	m.dirOf[tp] = d
 	if hasID {
 		m.ids[tp] = id
@@ -373,6 +376,7 @@ func (m *Manager) CreateLog(tp TopicPartition, topicID [16]byte) (*Log, error) {
 		return nil, d.Fail(err)
 	}
 	m.logs[tp] = l
+	l.written.Store(&m.written)
 	m.dirOf[tp] = d
 	m.ids[tp] = topicID
 	return l, nil
@@ -499,46 +503,67 @@ func (m *Manager) settleIdle() {
 	m.settleBuf = buf[:0]
 }
 
-// Pressure sweeps (settleUnderPressure) visit every log, so they are spaced by ten times what the
-// last sweep spent visiting logs it did not settle (at least pressureMinGap): the walk costs at
-// most a tenth of a core (about 1 ms every 10 ms at 20,000 partitions), while settling and
-// evicting, the work that keeps the descriptors bounded, is not delayed by it. After a sweep that
-// settled nothing and left the pressure as it was (every active segment being written and not yet
-// synced, or page-cache acknowledgement leaving them unsynced) the next waits pressureIdleGap.
+// Pressure sweeps (settleUnderPressure) run at most every pressureMinGap, and pressureIdleGap
+// after a sweep that settled nothing and left the pressure as it was (every segment being written
+// not yet synced, or page-cache acknowledgement leaving them unsynced). A sweep visits only the
+// logs appended to since the previous one (writtenLogs), so its cost follows the partitions
+// written, not the partitions held.
 const (
 	pressureMinGap  = time.Millisecond
-	pressureIdleGap = time.Second
+	pressureIdleGap = 100 * time.Millisecond
 )
 
-// settleUnderPressure settles the active segment of every log whose bytes are all durable,
-// however recently written (segment.SettleIfSynced), when the segments being written hold more
-// than half the descriptor or mapping ceiling (segment.Pressure): a burst of produces to more
-// partitions than descriptors then stays within the ceiling, the caches evicting the least
-// recently used. A log whose appender is busy is skipped (its segment is not synced anyway). It
-// returns buf for reuse, the number of segments settled and the time spent on the logs it did
-// not settle (the walk's overhead).
-func (m *Manager) settleUnderPressure(buf []*Log) ([]*Log, int, time.Duration) {
-	start := time.Now()
-	m.mu.RLock()
-	buf = buf[:0]
-	for _, l := range m.logs {
-		buf = append(buf, l)
+// writtenLogs lists the logs appended to since the pressure loop last took the list, each once
+// (Log.listed): an append costs one atomic load while its log is listed.
+type writtenLogs struct {
+	// mu guards logs.
+	mu   sync.Mutex
+	logs []*Log
+}
+
+// note lists l unless it is listed.
+func (w *writtenLogs) note(l *Log) {
+	if l.listed.Swap(true) {
+		return
 	}
-	m.mu.RUnlock()
+	w.mu.Lock()
+	w.logs = append(w.logs, l)
+	w.mu.Unlock()
+}
+
+// take moves the list into buf and empties it; the logs taken are no longer listed.
+func (w *writtenLogs) take(buf []*Log) []*Log {
+	w.mu.Lock()
+	buf = append(buf[:0], w.logs...)
+	clear(w.logs)
+	w.logs = w.logs[:0]
+	w.mu.Unlock()
+	for _, l := range buf {
+		l.listed.Store(false)
+	}
+	return buf
+}
+
+// settleUnderPressure settles the active segment of every log appended to since the previous
+// sweep whose bytes are all durable, however recently written (segment.SettleIfSynced), when the
+// segments being written hold more than three quarters of the descriptor or mapping ceiling
+// (segment.Pressure): a burst of produces to more partitions than descriptors then stays within
+// the ceiling, the caches evicting the least recently used. A log not settled now (its appender
+// holds the lock, or its last append is not synced yet) is listed again for the next sweep. It
+// returns buf for reuse and the number of segments settled.
+func (m *Manager) settleUnderPressure(buf []*Log) ([]*Log, int) {
+	buf = m.written.take(buf)
 	n := 0
-	var work time.Duration
 	for i, l := range buf {
-		t := time.Now()
-		if l.settleIfSynced() { // settling evicts what the caches hold over their bounds
+		if settled, retry := l.settleIfSynced(); settled {
 			n++
-			work += time.Since(t)
+		} else if retry {
+			m.written.note(l)
 		}
 		buf[i] = nil
 	}
-	t := time.Now()
 	segment.TrimCaches()
-	work += time.Since(t)
-	return buf[:0], n, time.Since(start) - work
+	return buf[:0], n
 }
 
 // pressureLoop runs settleUnderPressure on each segment.Pressure signal.
@@ -555,12 +580,9 @@ func (m *Manager) pressureLoop() {
 			return
 		case <-ch:
 		}
-		var (
-			n        int
-			overhead time.Duration
-		)
-		buf, n, overhead = m.settleUnderPressure(buf)
-		wait := max(10*overhead, pressureMinGap)
+		var n int
+		buf, n = m.settleUnderPressure(buf)
+		wait := pressureMinGap
 		if n == 0 && segment.UnderPressure() {
 			wait = pressureIdleGap // futile: nothing to settle
 		}

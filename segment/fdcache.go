@@ -38,15 +38,19 @@ package segment
 // Write bursts: an active segment keeps its descriptor and indexes outside the caches from its
 // first append until it is settled again (SettleIfIdle: idle and synced for one to two of the
 // engine's intervals), so a burst that writes to more partitions than the ceiling within that time
-// would hold them all. When the descriptors or index mappings held outside the caches pass half
-// their ceiling, the segment package signals the subscribers of Pressure (at most one pending
-// signal each; the check is a few atomic loads where a descriptor is opened or indexes are mapped,
-// never on an append that opens nothing), and the engine settles every active segment whose bytes
-// are all durable (SettleIfSynced, even one written a moment ago); the caches then evict what is
-// over their bounds, CLOCK choosing the least recently used, and the next append to an evicted
-// segment opens its .log and maps its indexes again. The total stays under the ceilings: what is
-// outside the caches passes half the ceiling only by what is appended and not yet synced between
-// two signals, and the caches shrink to the rest.
+// would hold them all. Until the segments outside the caches hold three quarters of a ceiling,
+// the caches shrink to make room (a descriptor opened or indexes mapped past the ceiling first
+// evict from the cache: relieve). Past three quarters the segment package signals the
+// subscribers of Pressure (at most one pending signal each; the check is a few atomic loads where
+// a descriptor is opened or indexes are mapped, never on an append that opens nothing), and the
+// engine settles every active segment whose bytes are all durable (SettleIfSynced, even one
+// written a moment ago); the caches then evict what is over their bounds, CLOCK choosing the
+// least recently used (a segment appended to again leaves the cache: the cold ones go), and the
+// next append to an evicted segment opens its .log and maps its indexes again. The total stays at
+// the ceilings: what is outside the caches passes three quarters of a ceiling only by what is
+// opened and not yet synced between a signal and the sweep it starts, and the caches shrink to the
+// rest. Below three quarters nothing changes for partitions being written (no eviction and
+// reopening of hot segments while the caches can give room).
 //
 // Lock order: Segment.logMu, then Segment.idxMu, then a cache's mu. Eviction takes a segment's lock
 // with no cache lock held.
@@ -469,7 +473,8 @@ var (
 )
 
 // Pressure returns a channel that receives (at most one pending signal) when the descriptors or
-// index mappings held outside the caches, by segments being written, pass half of the ceilings
+// index mappings held outside the caches, by segments being written, pass three quarters of the
+// ceilings
 // (SetCeilings): the receiver settles the active segments that are durable (SettleIfSynced) so
 // the caches can evict them. stop unsubscribes.
 func Pressure() (c <-chan struct{}, stop func()) {
@@ -496,17 +501,20 @@ func Pressure() (c <-chan struct{}, stop func()) {
 }
 
 // UnderPressure reports whether the descriptors or index mappings held outside the caches pass
-// half of the ceilings, or all that segments hold passes a ceiling (the caches have not shrunk
-// yet to the room the segments being written left them: TrimCaches).
+// three quarters of the ceilings, or all that segments hold passes a ceiling (the caches have not
+// shrunk yet to the room the segments being written left them: TrimCaches).
 func UnderPressure() bool {
 	if c := descriptorCeiling.Load(); c > 0 {
-		live := liveDescriptors.Load()
-		if live-logCache.size.Load() > c/2 || live > c {
+		live, cached := liveDescriptors.Load(), logCache.size.Load()
+		if live-cached > c/4*3 || live > c && cached > 0 {
 			return true
 		}
 	}
 	if c := mappingCeiling.Load(); c > 0 {
-		if liveIndexMappings.Load()-IndexMappingsPerSegment*idxCache.size.Load() > c/2 || liveMappings.Load() > c {
+		// Read mappings count in liveMappings but are not the caches' to release: only the
+		// index mappings of segments being written call for settling.
+		cached := idxCache.size.Load()
+		if liveIndexMappings.Load()-IndexMappingsPerSegment*cached > c/4*3 || liveMappings.Load() > c && cached > 0 {
 			return true
 		}
 	}

@@ -367,7 +367,7 @@ func TestFDCacheSettleIdleActive(t *testing.T) {
 
 // Under pressure an active segment settles as soon as it is synced, however recently written
 // (SettleIfSynced), not before; Pressure signals once the segments outside the caches hold more
-// than half the descriptor ceiling; opening past the ceiling evicts from the cache first
+// than three quarters of the descriptor ceiling; opening past the ceiling evicts from the cache first
 // (relieve), so the total stays at the ceiling; and an evicted active segment takes appends and
 // reads as before.
 func TestFDCacheSettleIfSyncedUnderPressure(t *testing.T) {

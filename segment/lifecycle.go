@@ -86,6 +86,10 @@ func (s *Segment) SettleIfSynced() bool {
 	return true
 }
 
+// IsSettled reports whether the segment is settled (its descriptor and index mappings are the
+// caches' to evict).
+func (s *Segment) IsSettled() bool { return s.settled.Load() }
+
 // MarkInactive is called by the log's appender when the segment stops being the active one: the
 // time index gets its final entry (max timestamp so far) and a preallocated .log is trimmed to its
 // logical size, as Kafka's onBecomeInactiveSegment does.
