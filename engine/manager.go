@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -395,9 +396,11 @@ func (m *Manager) detachLog(tp TopicPartition, what string) (*Log, *dirState) {
 	if !ok {
 		return nil, nil
 	}
+	l.written.Store(nil)
 	if err := l.Close(); err != nil {
 		slog.Warn("close "+what+" log", "partition", tp, "err", err)
 	}
+	m.written.remove(l) // after Close: no append is in flight
 	return l, d
 }
 
@@ -529,6 +532,15 @@ func (w *writtenLogs) note(l *Log) {
 	w.mu.Lock()
 	w.logs = append(w.logs, l)
 	w.mu.Unlock()
+}
+
+// remove takes l off the list (a log leaving the Manager).
+func (w *writtenLogs) remove(l *Log) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if i := slices.Index(w.logs, l); i >= 0 {
+		w.logs = slices.Delete(w.logs, i, i+1)
+	}
 }
 
 // take moves the list into buf and empties it; the logs taken are no longer listed.
