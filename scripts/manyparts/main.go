@@ -331,4 +331,19 @@ func saveHeap() {
 		return
 	}
 	fmt.Printf("heap profile: %s (go tool pprof -sample_index=inuse_space -top %s)\n", out, out)
+	// The runtime's own accounting (heap, goroutine stacks) and the goroutine count.
+	for _, q := range []string{"heap?debug=1", "goroutine?debug=1"} {
+		r, err := http.Get("http://" + *heapAt + "/debug/pprof/" + q)
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "goroutine profile:") || strings.HasPrefix(line, "# HeapInuse") ||
+				strings.HasPrefix(line, "# Stack") || strings.HasPrefix(line, "# Sys") || strings.HasPrefix(line, "# HeapAlloc") {
+				fmt.Println("  " + line)
+			}
+		}
+	}
 }
