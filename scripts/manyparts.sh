@@ -39,6 +39,7 @@ for step in $STEPS; do
                -timeout 10m 2>&1 | tee -a "$OUT/$step.txt" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
+  if [[ -f "$DATA/server.log" ]]; then cp "$DATA/server.log" "$OUT/$step.server.log"; fi # Kafka's own log
   grep -ci 'too many open files' "$OUT/$step.log" | sed 's/^/"too many open files" lines in the broker log: /' | tee -a "$OUT/$step.txt" || true
 done
 rm -rf "$DATA"
