@@ -26,16 +26,17 @@ cd "$ROOT"
 go build -o "$OUT/weir" ./cmd/weir
 go build -o "$OUT/manyparts" ./scripts/manyparts
 MP="$OUT/manyparts"
+ADDR="${ADDR:-127.0.0.1:19592}" # a port pair (Kafka: its controller on the next) nothing else here uses
 for step in $STEPS; do
   echo "== $step ($(date -u +%H:%M:%S))" | tee "$OUT/$step.txt"
   rm -rf "$DATA"
   case "$step" in
-    parts*) "$MP" -weir "$OUT/weir" -n "${step#parts}" -dir "$DATA" -log "$OUT/$step.log" -timeout 4m \
+    parts*) "$MP" -addr "$ADDR" -weir "$OUT/weir" -n "${step#parts}" -dir "$DATA" -log "$OUT/$step.log" -timeout 4m \
               -heap 127.0.0.1:19399 2>&1 | tee -a "$OUT/$step.txt"
             [[ -f "$DATA.heap.pb.gz" ]] && mv "$DATA.heap.pb.gz" "$OUT/$step.heap.pb.gz" ;;
-    seg10k) "$MP" -weir "$OUT/weir" -segments 10000 -dir "$DATA" -log "$OUT/$step.log" 2>&1 | tee -a "$OUT/$step.txt" ;;
-    kseg10k) "$MP" -kafka "$KAFKA_ANCHOR" -segments 10000 -dir "$DATA" -log "$OUT/$step.log" 2>&1 | tee -a "$OUT/$step.txt" ;;
-    seg100k) "$MP" -weir "$OUT/weir" -segments 100000 -n "${SEG100K_PARTITIONS:-10}" -dir "$DATA" -log "$OUT/$step.log" \
+    seg10k) "$MP" -addr "$ADDR" -weir "$OUT/weir" -segments 10000 -dir "$DATA" -log "$OUT/$step.log" 2>&1 | tee -a "$OUT/$step.txt" ;;
+    kseg10k) "$MP" -addr "$ADDR" -kafka "$KAFKA_ANCHOR" -segments 10000 -dir "$DATA" -log "$OUT/$step.log" 2>&1 | tee -a "$OUT/$step.txt" ;;
+    seg100k) "$MP" -addr "$ADDR" -weir "$OUT/weir" -segments 100000 -n "${SEG100K_PARTITIONS:-10}" -dir "$DATA" -log "$OUT/$step.log" \
                -timeout 10m 2>&1 | tee -a "$OUT/$step.txt" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
