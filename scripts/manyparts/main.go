@@ -13,7 +13,8 @@
 // With -segments S it grows one topic of -n partitions (10 by default in this mode) to S segments
 // instead (one record per segment: the topic's segment.ms is 1 and each record's timestamp is 10 ms
 // after the previous one, so every produce rolls, as Kafka rolls by record timestamps), printing the
-// rate of growth as it goes, and then restarts as above:
+// rate of growth as it goes, and then restarts it (SIGKILL right after the growth, SIGTERM, SIGKILL
+// of the idle broker):
 //
 //	go run ./scripts/manyparts -weir /tmp/weir -segments 100000 -dir /tmp/seg100k
 //

@@ -130,7 +130,8 @@ func countSegments() int {
 }
 
 // runSegments grows one topic of *n partitions to *segsMode segments, one record per segment,
-// and restarts the broker as run does.
+// and restarts the broker three times: SIGKILL right after the growth, SIGTERM, SIGKILL of the
+// idle broker.
 func runSegments() error {
 	if err := os.RemoveAll(*dir); err != nil {
 		return err
@@ -197,6 +198,12 @@ func runSegments() error {
 	}
 	cl.Close()
 	fmt.Printf("grown in %.1f s: %d segment files; %s\n", time.Since(t0).Seconds(), countSegments(), stats(b.pid))
+	// The case first: a SIGKILL right after the growth (what was written since the last
+	// recovery-point checkpoint is recovered), then a clean restart, then a SIGKILL of the idle,
+	// cleanly restarted broker.
+	if b, err = restart(b, syscall.SIGKILL, "restart after SIGKILL right after the growth"); err != nil {
+		return err
+	}
 	time.Sleep(*idle)
 	fmt.Printf("idle %s: %s\n", *idle, stats(b.pid))
 	if b, err = restart(b, syscall.SIGTERM, "clean restart (SIGTERM)"); err != nil {
@@ -204,9 +211,6 @@ func runSegments() error {
 	}
 	time.Sleep(*idle)
 	if b, err = restart(b, syscall.SIGKILL, "restart after SIGKILL of the idle, cleanly restarted broker"); err != nil {
-		return err
-	}
-	if b, err = restart(b, syscall.SIGKILL, "restart after SIGKILL right after producing"); err != nil {
 		return err
 	}
 	fmt.Printf("%d segment files at the end\n", countSegments())
