@@ -93,7 +93,9 @@
 // replication-offset-checkpoint (high watermarks, restored at open for logs whose watermark is
 // set from outside) and cleaner-offset-checkpoint (text format
 // "0\n<n>\n<topic> <partition> <offset>\n..."), partition.metadata (topic id) and the
-// .kafka_cleanshutdown marker. With the marker present nothing is scanned at start; without it,
+// .kafka_cleanshutdown marker. The recovery-point checkpoint is also written within about a
+// second after a segment rolls and is synced (Kafka writes it only every
+// log.flush.offset.checkpoint.interval.ms), so a crash rescans about a second of rolled segments. With the marker present nothing is scanned at start; without it,
 // segments from the one holding the recovery point on are recovered (torn tails truncated,
 // indexes rebuilt; CRC-checked from the batch holding the recovery point on, the flushed batches
 // before it only by header) and later segments after a truncation are deleted. A recovered

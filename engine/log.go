@@ -72,8 +72,11 @@ type Log struct {
 	rolledSegs *[]*segment.Segment
 	// written is the Manager's list of logs appended to (nil outside a Manager); listed says
 	// this log is on it (manager.go, writtenLogs).
-	written        atomic.Pointer[writtenLogs]
-	listed         atomic.Bool
+	written atomic.Pointer[writtenLogs]
+	listed  atomic.Bool
+	// ckptRecovery is the recovery point in the log dir's checkpoint file as last written
+	// (Manager.checkpointRolled).
+	ckptRecovery   atomic.Int64
 	end            position // log end offset and its place
 	hw             position // high watermark and its place
 	hwMu           sync.Mutex

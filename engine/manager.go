@@ -265,6 +265,7 @@ func (m *Manager) openLog(d *dirState, tp TopicPartition) error {
 	defer m.mu.Unlock()
 	m.logs[tp] = l
 	l.written.Store(&m.written)
+	l.ckptRecovery.Store(d.recoveryPoints[tp])
 	m.dirOf[tp] = d
 	if hasID {
 		m.ids[tp] = id
@@ -434,9 +435,11 @@ func (m *Manager) Checkpoint() error {
 		starts[d] = map[TopicPartition]int64{}
 		hws[d] = map[TopicPartition]int64{}
 	}
+	ckptLogs := make(map[TopicPartition]*Log, len(m.logs))
 	for tp, l := range m.logs {
 		d := m.dirOf[tp]
 		rps[d][tp] = l.RecoveryPoint()
+		ckptLogs[tp] = l
 		starts[d][tp] = l.LogStartOffset()
 		hws[d][tp] = l.HighWatermark()
 	}
@@ -449,6 +452,11 @@ func (m *Manager) Checkpoint() error {
 		if err := WriteCheckpoint(m.fsys, filepath.Join(d.Path, RecoveryPointCheckpointFile), rps[d]); err != nil {
 			errs = append(errs, d.Fail(err))
 			continue
+		}
+		for tp, rp := range rps[d] {
+			if l := ckptLogs[tp]; l != nil {
+				l.ckptRecovery.Store(rp)
+			}
 		}
 		if err := WriteCheckpoint(m.fsys, filepath.Join(d.Path, LogStartOffsetCheckpointFile), starts[d]); err != nil {
 			errs = append(errs, d.Fail(err))
@@ -499,11 +507,77 @@ func (m *Manager) settleIdle() {
 		buf = append(buf, l)
 	}
 	m.mu.RUnlock()
-	for i, l := range buf {
+	for _, l := range buf {
 		l.settleIfIdle()
-		buf[i] = nil
 	}
+	m.checkpointRolled(buf)
+	clear(buf)
 	m.settleBuf = buf[:0]
+}
+
+// checkpointRolled writes the recovery-point checkpoint (that file only) when the recovery point
+// of one of logs has passed a whole segment since the file was last written: a segment rolled
+// and was sealed (synced) by the flusher. Called by the settle loop each second, so that after a
+// crash recovery rescans at most the segments rolled in the last second or so, and the active
+// ones, instead of everything rolled since the last periodic checkpoint
+// (log.flush.offset.checkpoint.interval.ms, a minute by default: at a thousand rolls a second,
+// 60,000 segments to recover). Kafka writes the file only at that interval; the checkpoint
+// content is the same (every offset below a log's recovery point is durable, its segments sealed
+// and their directory synced), written more often while segments roll: one small file and its
+// sync per log dir per second at most. Disabled with the periodic checkpoint (interval < 0).
+func (m *Manager) checkpointRolled(logs []*Log) {
+	if m.cfg.CheckpointInterval < 0 {
+		return
+	}
+	need := false
+	for _, l := range logs {
+		done := l.ckptRecovery.Load()
+		if l.RecoveryPoint() <= done {
+			continue
+		}
+		if segs := l.Segments(); len(segs) > 0 && segs[len(segs)-1].BaseOffset() > done {
+			need = true
+			break
+		}
+	}
+	if !need {
+		return
+	}
+	if err := m.checkpointRecoveryPoints(); err != nil {
+		slog.Warn("recovery-point checkpoint after a roll", "err", err)
+	}
+}
+
+// checkpointRecoveryPoints writes the recovery-point checkpoint of every log dir.
+func (m *Manager) checkpointRecoveryPoints() error {
+	m.ckptMu.Lock()
+	defer m.ckptMu.Unlock()
+	m.mu.RLock()
+	rps := map[*dirState]map[TopicPartition]int64{}
+	logs := map[*dirState][]*Log{}
+	for _, d := range m.dirs {
+		rps[d] = map[TopicPartition]int64{}
+	}
+	for tp, l := range m.logs {
+		d := m.dirOf[tp]
+		rps[d][tp] = l.RecoveryPoint()
+		logs[d] = append(logs[d], l)
+	}
+	m.mu.RUnlock()
+	var errs []error
+	for _, d := range m.dirs {
+		if d.Err() != nil {
+			continue
+		}
+		if err := WriteCheckpoint(m.fsys, filepath.Join(d.Path, RecoveryPointCheckpointFile), rps[d]); err != nil {
+			errs = append(errs, d.Fail(err))
+			continue
+		}
+		for _, l := range logs[d] {
+			l.ckptRecovery.Store(rps[d][TopicPartition{l.topic, l.partition}])
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Pressure sweeps (settleUnderPressure) run at most every pressureMinGap, and pressureIdleGap

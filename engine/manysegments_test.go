@@ -240,3 +240,50 @@ func TestWriteBurstStaysUnderCeiling(t *testing.T) {
 	}
 	t.Logf("peaks over the ceilings' base: %d descriptors (ceiling %d), %d mappings; caches %+v", maxFDs.Load(), ceil, maxMaps.Load(), segment.Caches())
 }
+
+// TestRecoveryPointCheckpointedAfterRoll: once a segment rolls and is synced, the recovery-point
+// checkpoint follows within about a second (Manager.checkpointRolled), not at the periodic
+// checkpoint (an hour here), so a crash then recovers only what was written since; an idle log
+// does not rewrite it.
+func TestRecoveryPointCheckpointedAfterRoll(t *testing.T) {
+	dir := t.TempDir()
+	cfg := mgrConfig(dir)
+	cfg.CheckpointInterval = time.Hour
+	cfg.Default.SegmentBytes = 300
+	m := mgrOpen(t, cfg)
+	defer m.Close()
+	tp := TopicPartition{"rp", 0}
+	l, err := m.CreateLog(tp, [16]byte{9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgrAppend(t, l, 2, 20)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	segs := l.Segments()
+	if len(segs) < 3 {
+		t.Fatalf("%d segments: rolls expected", len(segs))
+	}
+	lastBase := segs[len(segs)-1].BaseOffset()
+	path := filepath.Join(dir, RecoveryPointCheckpointFile)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rps, err := ReadCheckpoint(path)
+		if err == nil && rps[tp] >= lastBase {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("recovery point in the checkpoint %d (%v), want at least %d (the active segment's base)", rps[tp], err, lastBase)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if st2, err := os.Stat(path); err != nil || !st2.ModTime().Equal(st.ModTime()) {
+		t.Fatalf("checkpoint rewritten with nothing rolled (%v)", err)
+	}
+}
