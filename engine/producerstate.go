@@ -525,14 +525,23 @@ func (sf *snapshotFiles) seed(entries []fs.DirEntry) {
 func (sf *snapshotFiles) list(fsys vfs.FS, dir string) ([]int64, error) {
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
-	if !sf.listed {
-		offs, err := snapshotOffsets(fsys, dir)
-		if err != nil {
-			return nil, err
-		}
-		sf.offsets, sf.listed = offs, true
+	if err := sf.listLocked(fsys, dir); err != nil {
+		return nil, err
 	}
 	return append([]int64(nil), sf.offsets...), nil
+}
+
+// listLocked lists the directory unless the set is known. The caller holds mu.
+func (sf *snapshotFiles) listLocked(fsys vfs.FS, dir string) error {
+	if sf.listed {
+		return nil
+	}
+	offs, err := snapshotOffsets(fsys, dir)
+	if err != nil {
+		return err
+	}
+	sf.offsets, sf.listed = offs, true
+	return nil
 }
 
 // remove deletes the snapshot file at offset and forgets it (a file already gone is not an
@@ -595,9 +604,13 @@ func (sf *snapshotFiles) loadLatest(fsys vfs.FS, dir string, maxOffset int64) (*
 }
 
 // write writes data as the snapshot at offset (atomically) and deletes snapshots older than
-// keepFrom, without listing the directory.
+// keepFrom, without listing the directory (after the first use) or copying the set: O(log n) plus
+// the snapshots deleted.
 func (sf *snapshotFiles) write(fsys vfs.FS, dir string, offset int64, data []byte, keepFrom int64) error {
-	if _, err := sf.list(fsys, dir); err != nil { // first use: learn what is there
+	sf.mu.Lock()
+	err := sf.listLocked(fsys, dir) // first use: learn what is there
+	sf.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	if err := vfs.WriteFileAtomic(fsys, snapshotPath(dir, offset), data); err != nil {

@@ -474,8 +474,7 @@ var (
 
 // Pressure returns a channel that receives (at most one pending signal) when the descriptors or
 // index mappings held outside the caches, by segments being written, pass three quarters of the
-// ceilings
-// (SetCeilings): the receiver settles the active segments that are durable (SettleIfSynced) so
+// ceilings (SetCeilings): the receiver settles the active segments that are durable (SettleIfSynced) so
 // the caches can evict them. stop unsubscribes.
 func Pressure() (c <-chan struct{}, stop func()) {
 	ch := make(chan struct{}, 1)
