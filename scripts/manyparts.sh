@@ -29,6 +29,7 @@ MP="$OUT/manyparts"
 ADDR="${ADDR:-127.0.0.1:19592}" # a port pair (Kafka: its controller on the next) nothing else here uses
 for step in $STEPS; do
   echo "== $step ($(date -u +%H:%M:%S))" | tee "$OUT/$step.txt"
+  set +e
   rm -rf "$DATA"
   case "$step" in
     parts*) "$MP" -addr "$ADDR" -weir "$OUT/weir" -n "${step#parts}" -dir "$DATA" -log "$OUT/$step.log" -timeout 4m \
@@ -40,6 +41,7 @@ for step in $STEPS; do
                -timeout 10m 2>&1 | tee -a "$OUT/$step.txt" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
+  set -e
   if [[ -f "$DATA/server.log" ]]; then cp "$DATA/server.log" "$OUT/$step.server.log"; fi # Kafka's own log
   grep -ci 'too many open files' "$OUT/$step.log" | sed 's/^/"too many open files" lines in the broker log: /' | tee -a "$OUT/$step.txt" || true
 done

@@ -40,6 +40,7 @@ func startKafka() (*broker, time.Time, error) {
 	}
 	pidFile := filepath.Join(*dir, "kafka.pid")
 	_ = os.Remove(pidFile)
+	waitPortFree() // start.sh refuses a port in use
 	cmd := exec.Command(filepath.Join(*kafkaDir, "start.sh"), args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.Env = append(os.Environ(), fmt.Sprintf("KAFKA_START_TIMEOUT=%d", int(timeout.Seconds())))
@@ -82,14 +83,25 @@ func startKafka() (*broker, time.Time, error) {
 	}
 }
 
-// alive reports whether pid runs (and is not a zombie).
+// alive reports whether pid exists. A killed JVM's main thread shows as a zombie while its other
+// threads still exit and hold its sockets, so a zombie counts as alive until it is reaped (the
+// broker is not our child: init reaps it).
 func alive(pid int) bool {
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return err == nil
+}
+
+// waitPortFree waits until nothing accepts connections on *addr.
+func waitPortFree() {
+	deadline := time.Now().Add(*timeout)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", *addr, 200*time.Millisecond)
+		if err != nil {
+			return
+		}
+		c.Close()
+		time.Sleep(50 * time.Millisecond)
 	}
-	f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
 
 // stopKafka signals the Kafka broker and waits until it is gone.
