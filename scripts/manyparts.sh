@@ -32,7 +32,8 @@ for step in $STEPS; do
   set +e
   rm -rf "$DATA"
   case "$step" in
-    parts*) "$MP" -addr "$ADDR" -weir "$OUT/weir" -n "${step#parts}" -dir "$DATA" -log "$OUT/$step.log" -timeout 4m \
+    parts*) n="${step#parts}"; n="${n/k/000}"
+            "$MP" -addr "$ADDR" -weir "$OUT/weir" -n "$n" -dir "$DATA" -log "$OUT/$step.log" -timeout 4m \
               -heap 127.0.0.1:19399 2>&1 | tee -a "$OUT/$step.txt"
             [[ -f "$DATA.heap.pb.gz" ]] && mv "$DATA.heap.pb.gz" "$OUT/$step.heap.pb.gz" ;;
     seg10k) "$MP" -addr "$ADDR" -weir "$OUT/weir" -segments 10000 -dir "$DATA" -log "$OUT/$step.log" 2>&1 | tee -a "$OUT/$step.txt" ;;
