@@ -357,10 +357,26 @@ func (s *Segment) settle() {
 	}
 }
 
+// settleKinds settles the segment with only the kinds named handed to their caches (an active
+// segment under pressure: SettleIfSynced); the others stay held until the segment is settled
+// again or closed. Called by the appender's excluder, as settle. Adding a listed entry is a no-op.
+func (s *Segment) settleKinds(log, idx bool) {
+	s.settled.Store(true)
+	if log && s.logRef.Load() != nil {
+		s.used[kindLog].Store(true)
+		logCache.add(s)
+	}
+	if idx && s.idx.Load() != nil {
+		s.used[kindIndex].Store(true)
+		idxCache.add(s)
+	}
+}
+
 // unsettle makes the segment keep its descriptor and indexes, once opened, until it is settled
 // again or closed: the appender is about to change it (Append, MarkInactive, writableIndexes).
 // An evicted descriptor is opened again by the next use (pinLog), not here.
 func (s *Segment) unsettle() {
+	s.idxHeld.Store(false)
 	if s.settled.Swap(false) {
 		logCache.remove(s)
 		idxCache.remove(s)
@@ -503,21 +519,23 @@ func Pressure() (c <-chan struct{}, stop func()) {
 // three quarters of the ceilings, or all that segments hold passes a ceiling (the caches have not
 // shrunk yet to the room the segments being written left them: TrimCaches).
 func UnderPressure() bool {
+	fds, maps := pressureKinds()
+	return fds || maps
+}
+
+// pressureKinds reports which kinds are under pressure (UnderPressure).
+func pressureKinds() (descriptors, mappings bool) {
 	if c := descriptorCeiling.Load(); c > 0 {
 		live, cached := liveDescriptors.Load(), logCache.size.Load()
-		if live-cached > c/4*3 || live > c && cached > 0 {
-			return true
-		}
+		descriptors = live-cached > c/4*3 || live > c && cached > 0
 	}
 	if c := mappingCeiling.Load(); c > 0 {
 		// Read mappings count in liveMappings but are not the caches' to release: only the
 		// index mappings of segments being written call for settling.
 		cached := idxCache.size.Load()
-		if liveIndexMappings.Load()-IndexMappingsPerSegment*cached > c/4*3 || liveMappings.Load() > c && cached > 0 {
-			return true
-		}
+		mappings = liveIndexMappings.Load()-IndexMappingsPerSegment*cached > c/4*3 || liveMappings.Load() > c && cached > 0
 	}
-	return false
+	return descriptors, mappings
 }
 
 // TrimCaches evicts what the caches hold over their bounds now: a bound shrinks as segments

@@ -144,6 +144,9 @@ type Segment struct {
 	// (fdcache.go). used: the CLOCK bits of the two caches. slot: the position in each cache's
 	// list (-1: not listed), guarded by that cache's mu.
 	settled atomic.Bool
+	// idxHeld: settled by SettleIfSynced under descriptor pressure only, the index pair kept
+	// out of its cache until SettleIfIdle.
+	idxHeld atomic.Bool
 	used    [2]atomic.Bool
 	slot    [2]int
 	// appendSeq counts appends; syncedSeq is appendSeq when the last Sync began (everything
