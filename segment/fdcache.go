@@ -44,7 +44,7 @@ package segment
 // subscribers of Pressure (at most one pending signal each; the check is a few atomic loads where
 // a descriptor is opened or indexes are mapped, never on an append that opens nothing), and the
 // engine settles every active segment whose bytes are all durable (SettleIfSynced, even one
-// written a moment ago); the caches then evict what is over their bounds, CLOCK choosing the
+// written a moment ago; only the kinds under pressure go to their caches); the caches then evict what is over their bounds, CLOCK choosing the
 // least recently used (a segment appended to again leaves the cache: the cold ones go), and the
 // next append to an evicted segment opens its .log and maps its indexes again. The total stays at
 // the ceilings: what is outside the caches passes three quarters of a ceiling only by what is
