@@ -98,7 +98,9 @@
 // replication-offset-checkpoint (high watermarks, restored at open for logs whose watermark is
 // set from outside) and cleaner-offset-checkpoint (text format
 // "0\n<n>\n<topic> <partition> <offset>\n..."), partition.metadata (topic id) and the
-// .kafka_cleanshutdown marker. With the marker present nothing is scanned at start; without it,
+// .kafka_cleanshutdown marker. The recovery-point checkpoint is also written within about a
+// second after a segment rolls and is synced (Kafka writes it only every
+// log.flush.offset.checkpoint.interval.ms), so a crash rescans about a second of rolled segments. With the marker present nothing is scanned at start; without it,
 // segments from the one holding the recovery point on are recovered (torn tails truncated,
 // indexes rebuilt; CRC-checked from the batch holding the recovery point on, the flushed batches
 // before it only by header) and later segments after a truncation are deleted. A recovered
@@ -107,9 +109,15 @@
 // mapping until a reader's first index lookup. Inactive, durable segments hold their descriptor
 // and index mappings only while the process-wide caches keep them (segment/fdcache.go, bounded by
 // storage.descriptor.cache.size and storage.index.cache.size); the retention loop also evicts what
-// was not used since its previous run (segment.EvictIdle). Zeros after a
-// segment's last batch (a preallocated segment, preallocate, that a crash left untrimmed) are
-// trimmed as the segment's end, not a truncation.
+// was not used since its previous run (segment.EvictIdle). An idle active segment is settled by
+// the settle loop after one to two seconds (segment.SettleIfIdle); when the segments being
+// written hold more than three quarters of the descriptor or mapping ceiling (segment.Pressure),
+// the Manager's pressure loop settles at once the active segment of every log written since its
+// previous sweep that is synced (segment.SettleIfSynced; a log whose appender holds the lock waits
+// for the next sweep), so a burst of produces to more partitions than descriptors stays within
+// the ceilings. An append costs one atomic load for this (the log is listed once per sweep).
+// Zeros after a segment's last batch (a preallocated segment, preallocate, that a crash left
+// untrimmed) are trimmed as the segment's end, not a truncation.
 //
 // DeleteLog renames a partition directory to "<topic>-<partition>.<32 hex>-delete" (the topic cut
 // so the name fits in 255 bytes, as Kafka's LocalLog does) and removes it; a failed removal is

@@ -247,7 +247,7 @@ func (f *flushState) runSlow(l *Log, j *flushJob) {
 		if err != nil {
 			break
 		}
-		if err = writeSnapshot(l.fsys, l.dir, sn.offset, sn.data, j.keepSnapshotsFrom); err == nil {
+		if err = l.snaps.write(l.fsys, l.dir, sn.offset, sn.data, j.keepSnapshotsFrom); err == nil {
 			written++
 		}
 	}

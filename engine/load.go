@@ -150,16 +150,8 @@ func (l *Log) checkTxnIndexes() error {
 			}
 		}
 	}
-	offsets, err := snapshotOffsets(l.fsys, l.dir)
-	if err != nil {
+	if err := l.snaps.removeAbove(l.fsys, l.dir, rebuildFrom); err != nil {
 		return fmt.Errorf("open log %s: %w", l.dir, err)
-	}
-	for _, o := range offsets {
-		if o > rebuildFrom {
-			if err := l.fsys.Remove(snapshotPath(l.dir, o)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("open log %s: %w", l.dir, err)
-			}
-		}
 	}
 	return nil
 }
@@ -168,7 +160,7 @@ func (l *Log) checkTxnIndexes() error {
 // batch headers after it (and the markers' records). Called at open and, with the append lock
 // held, by TruncateTo.
 func (l *Log) loadProducerState() error {
-	ps, from, err := loadLatestSnapshot(l.fsys, l.dir, l.nextOffset)
+	ps, from, err := l.snaps.loadLatest(l.fsys, l.dir, l.nextOffset)
 	if err != nil {
 		return fmt.Errorf("load producer state of %s: %w", l.dir, err)
 	}
@@ -245,6 +237,7 @@ func (l *Log) openSegments(o OpenOptions) ([]*segment.Segment, []bool, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("list log %s: %w", l.dir, err)
 	}
+	l.snaps.seed(entries)
 	logs := map[int64]bool{}
 	var bases []int64
 	for _, e := range entries {

@@ -52,6 +52,8 @@ type Log struct {
 	leaderEpoch int32
 	// producers is the idempotent and transactional producer table. Guarded by mu.
 	producers *producerState
+	// snaps is the set of producer-state snapshot files in dir (its own lock).
+	snaps snapshotFiles
 	// replaying is set while loadProducerState replays batches. Guarded by mu.
 	replaying bool
 	// txnIndexed names the segments that had a .txnindex at open (checked, then dropped);
@@ -65,7 +67,16 @@ type Log struct {
 	// epochs is the leader epoch cache (epochs.go); changed under mu, its file written after.
 	epochs epochCache
 
-	segments       atomic.Pointer[[]*segment.Segment]
+	segments atomic.Pointer[[]*segment.Segment]
+	// rolledSegs is the list the last roll published (publishRolledLocked). Guarded by mu.
+	rolledSegs *[]*segment.Segment
+	// written is the Manager's list of logs appended to (nil outside a Manager); listed says
+	// this log is on it (manager.go, writtenLogs).
+	written atomic.Pointer[writtenLogs]
+	listed  atomic.Bool
+	// ckptRecovery is the recovery point in the log dir's checkpoint file as last written
+	// (Manager.checkpointRolled).
+	ckptRecovery   atomic.Int64
 	end            position // log end offset and its place
 	hw             position // high watermark and its place
 	hwMu           sync.Mutex
@@ -331,6 +342,9 @@ func (l *Log) appendLocked(batch []byte, h *record.Header) (AppendInfo, error) {
 	if err != nil {
 		return AppendInfo{}, l.logDir.Fail(err)
 	}
+	if w := l.written.Load(); w != nil && !l.listed.Load() {
+		w.note(l) // for the Manager's pressure sweeps (settleUnderPressure)
+	}
 	l.nextOffset = h.NextOffset()
 	l.end.store(l.nextOffset, l.active.BaseOffset(), pos+int64(len(batch)))
 	l.endChanged.fire()
@@ -400,9 +414,26 @@ func (l *Log) rollLocked(baseOffset int64) error {
 	l.flush.snapshotLocked(baseOffset, l.producers.encodeSnapshot())
 	l.active = seg
 	l.rollJitterMs = l.config().randomSegmentJitter()
-	segs := append(append(make([]*segment.Segment, 0, len(l.Segments())+1), l.Segments()...), seg)
-	l.segments.Store(&segs)
+	l.publishRolledLocked(seg)
 	return nil
+}
+
+// publishRolledLocked publishes the segment list with seg appended. A roll appends in place
+// when the published list is the one the previous roll made and has room: no published list
+// reaches past its length in that array (a truncation or deletion publishes a different list,
+// and the next roll copies), so readers holding an older, shorter list never see an element
+// change. Copying the list at every roll made writing a log of n segments cost O(n^2) (a topic
+// of 100,000 small segments copied 40 GB of pointers).
+func (l *Log) publishRolledLocked(seg *segment.Segment) {
+	cur := l.Segments()
+	var segs []*segment.Segment
+	if p := l.segments.Load(); p == l.rolledSegs && len(cur) < cap(cur) {
+		segs = append(cur, seg)
+	} else {
+		segs = append(append(make([]*segment.Segment, 0, len(cur)+len(cur)/2+2), cur...), seg)
+	}
+	l.segments.Store(&segs)
+	l.rolledSegs = &segs
 }
 
 // reserveSegmentLocked refuses a roll that would take the process's segments past the budget
@@ -583,13 +614,7 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	l.hwMu.Unlock()
 	l.flush.truncated(next)
 	newEpochs = l.epochs.truncateFromEndLocked(next)
-	if offsets, err := snapshotOffsets(l.fsys, l.dir); err == nil {
-		for _, o := range offsets {
-			if o > next {
-				_ = l.fsys.Remove(snapshotPath(l.dir, o))
-			}
-		}
-	}
+	_ = l.snaps.removeAbove(l.fsys, l.dir, next)
 	// The producer state is rebuilt as Kafka's truncateAndReload does: the newest snapshot at or
 	// below the new log end, then the batches after it (ongoing transactions included; the
 	// .txnindex entries of markers cut are already gone with the segments' truncation).
@@ -840,6 +865,24 @@ func (l *Log) settleIfIdle() {
 	l.active.SettleIfIdle()
 }
 
+// settleIfSynced settles the active segment when everything appended to it is durable
+// (segment.SettleIfSynced), unless the appender holds the append lock (it is writing: its
+// segment is not synced, and the pressure sweep does not wait for it). It reports whether it
+// settled, and when not whether a later sweep may (the log is open and its segment not settled).
+func (l *Log) settleIfSynced() (settled, retry bool) {
+	if !l.mu.TryLock() {
+		return false, true
+	}
+	defer l.mu.Unlock()
+	if l.closed || l.active == nil {
+		return false, false
+	}
+	if l.active.SettleIfSynced() {
+		return true, false
+	}
+	return false, !l.active.IsSettled()
+}
+
 func (l *Log) Close() error {
 	l.structMu.Lock() // compaction: a segment swap in progress finishes first
 	defer l.structMu.Unlock()
@@ -862,7 +905,7 @@ func (l *Log) Close() error {
 			errs = append(errs, err)
 		}
 		// The producer state at the log end, so a restart deduplicates without replaying.
-		if err := writeSnapshot(l.fsys, l.dir, l.nextOffset, l.producers.encodeSnapshot(), l.Segments()[0].BaseOffset()); err != nil {
+		if err := l.snaps.write(l.fsys, l.dir, l.nextOffset, l.producers.encodeSnapshot(), l.Segments()[0].BaseOffset()); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -89,6 +90,8 @@ type Manager struct {
 
 	// settleBuf is the settle loop's list of logs, reused each run (owned by that goroutine).
 	settleBuf []*Log
+	// written lists the logs appended to since the pressure loop last looked (settleUnderPressure).
+	written writtenLogs
 
 	// ckptMu serializes checkpoint writers.
 	ckptMu sync.Mutex
@@ -261,6 +264,8 @@ func (m *Manager) openLog(d *dirState, tp TopicPartition) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.logs[tp] = l
+	l.written.Store(&m.written)
+	l.ckptRecovery.Store(d.recoveryPoints[tp])
 	m.dirOf[tp] = d
 	if hasID {
 		m.ids[tp] = id
@@ -373,6 +378,7 @@ func (m *Manager) CreateLog(tp TopicPartition, topicID [16]byte) (*Log, error) {
 		return nil, d.Fail(err)
 	}
 	m.logs[tp] = l
+	l.written.Store(&m.written)
 	m.dirOf[tp] = d
 	m.ids[tp] = topicID
 	return l, nil
@@ -391,9 +397,11 @@ func (m *Manager) detachLog(tp TopicPartition, what string) (*Log, *dirState) {
 	if !ok {
 		return nil, nil
 	}
+	l.written.Store(nil)
 	if err := l.Close(); err != nil {
 		slog.Warn("close "+what+" log", "partition", tp, "err", err)
 	}
+	m.written.remove(l) // after Close: no append is in flight
 	return l, d
 }
 
@@ -427,9 +435,11 @@ func (m *Manager) Checkpoint() error {
 		starts[d] = map[TopicPartition]int64{}
 		hws[d] = map[TopicPartition]int64{}
 	}
+	ckptLogs := make(map[TopicPartition]*Log, len(m.logs))
 	for tp, l := range m.logs {
 		d := m.dirOf[tp]
 		rps[d][tp] = l.RecoveryPoint()
+		ckptLogs[tp] = l
 		starts[d][tp] = l.LogStartOffset()
 		hws[d][tp] = l.HighWatermark()
 	}
@@ -442,6 +452,11 @@ func (m *Manager) Checkpoint() error {
 		if err := WriteCheckpoint(m.fsys, filepath.Join(d.Path, RecoveryPointCheckpointFile), rps[d]); err != nil {
 			errs = append(errs, d.Fail(err))
 			continue
+		}
+		for tp, rp := range rps[d] {
+			if l := ckptLogs[tp]; l != nil {
+				l.ckptRecovery.Store(rp)
+			}
 		}
 		if err := WriteCheckpoint(m.fsys, filepath.Join(d.Path, LogStartOffsetCheckpointFile), starts[d]); err != nil {
 			errs = append(errs, d.Fail(err))
@@ -492,11 +507,178 @@ func (m *Manager) settleIdle() {
 		buf = append(buf, l)
 	}
 	m.mu.RUnlock()
-	for i, l := range buf {
+	for _, l := range buf {
 		l.settleIfIdle()
+	}
+	m.checkpointRolled(buf)
+	clear(buf)
+	m.settleBuf = buf[:0]
+}
+
+// checkpointRolled writes the recovery-point checkpoint (that file only) when the recovery point
+// of one of logs has passed a whole segment since the file was last written: a segment rolled
+// and was sealed (synced) by the flusher. Called by the settle loop each second, so that after a
+// crash recovery rescans at most the segments rolled in the last second or so, and the active
+// ones, instead of everything rolled since the last periodic checkpoint
+// (log.flush.offset.checkpoint.interval.ms, a minute by default: at a thousand rolls a second,
+// 60,000 segments to recover). Kafka writes the file only at that interval; the checkpoint
+// content is the same (every offset below a log's recovery point is durable, its segments sealed
+// and their directory synced), written more often while segments roll: one small file and its
+// sync per log dir per second at most. Disabled with the periodic checkpoint (interval < 0).
+func (m *Manager) checkpointRolled(logs []*Log) {
+	if m.cfg.CheckpointInterval < 0 {
+		return
+	}
+	need := false
+	for _, l := range logs {
+		done := l.ckptRecovery.Load()
+		if l.RecoveryPoint() <= done {
+			continue
+		}
+		if segs := l.Segments(); len(segs) > 0 && segs[len(segs)-1].BaseOffset() > done {
+			need = true
+			break
+		}
+	}
+	if !need {
+		return
+	}
+	if err := m.checkpointRecoveryPoints(); err != nil {
+		slog.Warn("recovery-point checkpoint after a roll", "err", err)
+	}
+}
+
+// checkpointRecoveryPoints writes the recovery-point checkpoint of every log dir.
+func (m *Manager) checkpointRecoveryPoints() error {
+	m.ckptMu.Lock()
+	defer m.ckptMu.Unlock()
+	m.mu.RLock()
+	rps := map[*dirState]map[TopicPartition]int64{}
+	logs := map[*dirState][]*Log{}
+	for _, d := range m.dirs {
+		rps[d] = map[TopicPartition]int64{}
+	}
+	for tp, l := range m.logs {
+		d := m.dirOf[tp]
+		rps[d][tp] = l.RecoveryPoint()
+		logs[d] = append(logs[d], l)
+	}
+	m.mu.RUnlock()
+	var errs []error
+	for _, d := range m.dirs {
+		if d.Err() != nil {
+			continue
+		}
+		if err := WriteCheckpoint(m.fsys, filepath.Join(d.Path, RecoveryPointCheckpointFile), rps[d]); err != nil {
+			errs = append(errs, d.Fail(err))
+			continue
+		}
+		for _, l := range logs[d] {
+			l.ckptRecovery.Store(rps[d][TopicPartition{l.topic, l.partition}])
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Pressure sweeps (settleUnderPressure) run at most every pressureMinGap, and pressureIdleGap
+// after a sweep that settled nothing and left the pressure as it was (every segment being written
+// not yet synced, or page-cache acknowledgement leaving them unsynced). A sweep visits only the
+// logs appended to since the previous one (writtenLogs), so its cost follows the partitions
+// written, not the partitions held.
+const (
+	pressureMinGap  = time.Millisecond
+	pressureIdleGap = 100 * time.Millisecond
+)
+
+// writtenLogs lists the logs appended to since the pressure loop last took the list, each once
+// (Log.listed): an append costs one atomic load while its log is listed.
+type writtenLogs struct {
+	// mu guards logs.
+	mu   sync.Mutex
+	logs []*Log
+}
+
+// note lists l unless it is listed.
+func (w *writtenLogs) note(l *Log) {
+	if l.listed.Swap(true) {
+		return
+	}
+	w.mu.Lock()
+	w.logs = append(w.logs, l)
+	w.mu.Unlock()
+}
+
+// remove takes l off the list (a log leaving the Manager).
+func (w *writtenLogs) remove(l *Log) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if i := slices.Index(w.logs, l); i >= 0 {
+		w.logs = slices.Delete(w.logs, i, i+1)
+	}
+}
+
+// take moves the list into buf and empties it; the logs taken are no longer listed.
+func (w *writtenLogs) take(buf []*Log) []*Log {
+	w.mu.Lock()
+	buf = append(buf[:0], w.logs...)
+	clear(w.logs)
+	w.logs = w.logs[:0]
+	w.mu.Unlock()
+	for _, l := range buf {
+		l.listed.Store(false)
+	}
+	return buf
+}
+
+// settleUnderPressure settles the active segment of every log appended to since the previous
+// sweep whose bytes are all durable, however recently written (segment.SettleIfSynced), when the
+// segments being written hold more than three quarters of the descriptor or mapping ceiling
+// (segment.Pressure): a burst of produces to more partitions than descriptors then stays within
+// the ceiling, the caches evicting the least recently used. A log not settled now (its appender
+// holds the lock, or its last append is not synced yet) is listed again for the next sweep. It
+// returns buf for reuse and the number of segments settled.
+func (m *Manager) settleUnderPressure(buf []*Log) ([]*Log, int) {
+	buf = m.written.take(buf)
+	n := 0
+	for i, l := range buf {
+		if settled, retry := l.settleIfSynced(); settled {
+			n++
+		} else if retry {
+			m.written.note(l)
+		}
 		buf[i] = nil
 	}
-	m.settleBuf = buf[:0]
+	segment.TrimCaches()
+	return buf[:0], n
+}
+
+// pressureLoop runs settleUnderPressure on each segment.Pressure signal.
+func (m *Manager) pressureLoop() {
+	defer m.wg.Done()
+	ch, unsubscribe := segment.Pressure()
+	defer unsubscribe()
+	var buf []*Log
+	gap := time.NewTimer(pressureIdleGap)
+	gap.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-ch:
+		}
+		var n int
+		buf, n = m.settleUnderPressure(buf)
+		wait := pressureMinGap
+		if n == 0 && segment.UnderPressure() {
+			wait = pressureIdleGap // futile: nothing to settle
+		}
+		gap.Reset(wait)
+		select {
+		case <-m.stop:
+			return
+		case <-gap.C:
+		}
+	}
 }
 
 func (m *Manager) startLoops() {
@@ -531,6 +713,8 @@ func (m *Manager) startLoops() {
 		}
 	})
 	loop(settleInterval, m.settleIdle)
+	m.wg.Add(1)
+	go m.pressureLoop()
 	loop(m.cfg.CheckpointInterval, func() {
 		if err := m.Checkpoint(); err != nil {
 			slog.Error("checkpoint", "err", err)

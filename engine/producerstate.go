@@ -8,9 +8,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/crc32"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -473,6 +475,11 @@ func snapshotOffsets(fsys vfs.FS, dir string) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseSnapshotOffsets(entries), nil
+}
+
+// parseSnapshotOffsets returns the offsets of the snapshot files among entries, ascending.
+func parseSnapshotOffsets(entries []fs.DirEntry) []int64 {
 	var out []int64
 	for _, e := range entries {
 		name := e.Name()
@@ -484,19 +491,93 @@ func snapshotOffsets(fsys vfs.FS, dir string) ([]int64, error) {
 			out = append(out, o)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out, nil
+	slices.Sort(out)
+	return out
 }
 
 func snapshotPath(dir string, offset int64) string {
 	return filepath.Join(dir, fmt.Sprintf("%020d%s", offset, SnapshotSuffix))
 }
 
+// snapshotFiles is the set of producer-state snapshot files of one log's directory, listed once
+// (seeded by the open's listing of the directory) and then kept in memory: the flusher writes a
+// snapshot at every roll and removes those below the log start, and listing the directory each
+// time made a log of many small segments slow down quadratically (a directory of 100,000
+// segments holds 400,000 names; os.ReadDir reads and sorts them all). Kafka's
+// ProducerStateManager keeps its snapshot files in memory the same way. Files added or removed
+// behind the log's back while it is open are not seen until the next open.
+type snapshotFiles struct {
+	// mu guards listed and offsets; the flusher, the appender (TruncateTo) and Close use them.
+	mu      sync.Mutex
+	listed  bool
+	offsets []int64 // ascending
+}
+
+// seed sets the set from a listing of the directory.
+func (sf *snapshotFiles) seed(entries []fs.DirEntry) {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	sf.offsets = parseSnapshotOffsets(entries)
+	sf.listed = true
+}
+
+// list returns the snapshot offsets, ascending (a copy), listing the directory on first use.
+func (sf *snapshotFiles) list(fsys vfs.FS, dir string) ([]int64, error) {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	if err := sf.listLocked(fsys, dir); err != nil {
+		return nil, err
+	}
+	return append([]int64(nil), sf.offsets...), nil
+}
+
+// listLocked lists the directory unless the set is known. The caller holds mu.
+func (sf *snapshotFiles) listLocked(fsys vfs.FS, dir string) error {
+	if sf.listed {
+		return nil
+	}
+	offs, err := snapshotOffsets(fsys, dir)
+	if err != nil {
+		return err
+	}
+	sf.offsets, sf.listed = offs, true
+	return nil
+}
+
+// remove deletes the snapshot file at offset and forgets it (a file already gone is not an
+// error).
+func (sf *snapshotFiles) remove(fsys vfs.FS, dir string, offset int64) error {
+	err := fsys.Remove(snapshotPath(dir, offset))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	if i, ok := slices.BinarySearch(sf.offsets, offset); ok {
+		sf.offsets = slices.Delete(sf.offsets, i, i+1)
+	}
+	return nil
+}
+
+// removeAbove deletes the snapshots past offset (a truncated tail's).
+func (sf *snapshotFiles) removeAbove(fsys vfs.FS, dir string, offset int64) error {
+	offs, err := sf.list(fsys, dir)
+	if err != nil {
+		return err
+	}
+	for i := len(offs) - 1; i >= 0 && offs[i] > offset; i-- {
+		if err := sf.remove(fsys, dir, offs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // loadLatestSnapshot loads the newest readable snapshot at or below maxOffset, removing those
 // above it (they describe a log tail that is gone). It returns the state and its offset, or an
 // empty state at offset -1.
-func loadLatestSnapshot(fsys vfs.FS, dir string, maxOffset int64) (*producerState, int64, error) {
-	offsets, err := snapshotOffsets(fsys, dir)
+func (sf *snapshotFiles) loadLatest(fsys vfs.FS, dir string, maxOffset int64) (*producerState, int64, error) {
+	offsets, err := sf.list(fsys, dir)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -504,7 +585,7 @@ func loadLatestSnapshot(fsys vfs.FS, dir string, maxOffset int64) (*producerStat
 		o := offsets[i]
 		p := snapshotPath(dir, o)
 		if o > maxOffset {
-			if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := sf.remove(fsys, dir, o); err != nil {
 				return nil, 0, err
 			}
 			continue
@@ -522,20 +603,29 @@ func loadLatestSnapshot(fsys vfs.FS, dir string, maxOffset int64) (*producerStat
 	return newProducerState(), -1, nil
 }
 
-// writeSnapshot writes data as the snapshot at offset (atomically) and deletes snapshots older
-// than keepFrom.
-func writeSnapshot(fsys vfs.FS, dir string, offset int64, data []byte, keepFrom int64) error {
-	if err := vfs.WriteFileAtomic(fsys, snapshotPath(dir, offset), data); err != nil {
-		return err
-	}
-	offsets, err := snapshotOffsets(fsys, dir)
+// write writes data as the snapshot at offset (atomically) and deletes snapshots older than
+// keepFrom, without listing the directory (after the first use) or copying the set: O(log n) plus
+// the snapshots deleted.
+func (sf *snapshotFiles) write(fsys vfs.FS, dir string, offset int64, data []byte, keepFrom int64) error {
+	sf.mu.Lock()
+	err := sf.listLocked(fsys, dir) // first use: learn what is there
+	sf.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	for _, o := range offsets {
-		if o < keepFrom {
-			_ = fsys.Remove(snapshotPath(dir, o))
-		}
+	if err := vfs.WriteFileAtomic(fsys, snapshotPath(dir, offset), data); err != nil {
+		return err
+	}
+	sf.mu.Lock()
+	i, ok := slices.BinarySearch(sf.offsets, offset)
+	if !ok {
+		sf.offsets = slices.Insert(sf.offsets, i, offset)
+	}
+	n, _ := slices.BinarySearch(sf.offsets, keepFrom)
+	old := append([]int64(nil), sf.offsets[:n]...)
+	sf.mu.Unlock()
+	for _, o := range old {
+		_ = sf.remove(fsys, dir, o)
 	}
 	return nil
 }

@@ -48,7 +48,11 @@
 // opened, SettleIfIdle called by the engine each second; the next Append, roll or truncation
 // takes it back) holds its .log descriptor and its index mappings only while two
 // process-wide CLOCK caches keep them (fdcache.go: SetLogDescriptorCacheSize,
-// SetIndexMappingCacheSize, SetCeilings, EvictIdle); readers pin what they use (a Slice pins the
+// SetIndexMappingCacheSize, SetCeilings, EvictIdle). Under pressure (the segments being written
+// hold more than three quarters of a ceiling: Pressure signals) an active segment settles as
+// soon as it is synced (SettleIfSynced, called by the engine), and opening a descriptor or
+// mapping indexes past a ceiling first evicts from the caches, so bursts of writes to more
+// partitions than descriptors stay within the ceilings. Readers pin what they use (a Slice pins the
 // descriptor until Release, a lookup pins the indexes), and an evicted descriptor or mapping goes
 // with its last pin. Usage reports what the process's segments hold and Reclaimable what the caches
 // could give back (the engine's budget checks both), and SetReadMappingLimit makes reads use

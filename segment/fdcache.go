@@ -35,6 +35,23 @@ package segment
 // the previous call, so mappings and descriptors of segments nobody reads go even below the
 // bounds.
 //
+// Write bursts: an active segment keeps its descriptor and indexes outside the caches from its
+// first append until it is settled again (SettleIfIdle: idle and synced for one to two of the
+// engine's intervals), so a burst that writes to more partitions than the ceiling within that time
+// would hold them all. Until the segments outside the caches hold three quarters of a ceiling,
+// the caches shrink to make room (a descriptor opened or indexes mapped past the ceiling first
+// evict from the cache: relieve). Past three quarters the segment package signals the
+// subscribers of Pressure (at most one pending signal each; the check is a few atomic loads where
+// a descriptor is opened or indexes are mapped, never on an append that opens nothing), and the
+// engine settles every active segment whose bytes are all durable (SettleIfSynced, even one
+// written a moment ago; only the kinds under pressure go to their caches); the caches then evict what is over their bounds, CLOCK choosing the
+// least recently used (a segment appended to again leaves the cache: the cold ones go), and the
+// next append to an evicted segment opens its .log and maps its indexes again. The total stays at
+// the ceilings: what is outside the caches passes three quarters of a ceiling only by what is
+// opened and not yet synced between a signal and the sweep it starts, and the caches shrink to the
+// rest. Below three quarters nothing changes for partitions being written (no eviction and
+// reopening of hot segments while the caches can give room).
+//
 // Lock order: Segment.logMu, then Segment.idxMu, then a cache's mu. Eviction takes a segment's lock
 // with no cache lock held.
 
@@ -95,6 +112,8 @@ type clockCache struct {
 	limit atomic.Int64
 	// evictions counts entries evicted (tests, metrics).
 	evictions atomic.Int64
+	// size is len(entries), for lock-free reads (pressure checks).
+	size atomic.Int64
 }
 
 var (
@@ -206,6 +225,7 @@ func (c *clockCache) add(s *Segment) {
 	if s.slot[c.kind] < 0 {
 		s.slot[c.kind] = len(c.entries)
 		c.entries = append(c.entries, s)
+		c.size.Store(int64(len(c.entries)))
 	}
 	c.mu.Unlock()
 	c.trim()
@@ -227,6 +247,7 @@ func (c *clockCache) removeAtLocked(i int) {
 	c.entries[i].slot[c.kind] = i
 	c.entries[last] = nil
 	c.entries = c.entries[:last]
+	c.size.Store(int64(last))
 	s.slot[c.kind] = -1
 	if c.hand >= len(c.entries) {
 		c.hand = 0
@@ -336,10 +357,26 @@ func (s *Segment) settle() {
 	}
 }
 
+// settleKinds settles the segment with only the kinds named handed to their caches (an active
+// segment under pressure: SettleIfSynced); the others stay held until the segment is settled
+// again or closed. Called by the appender's excluder, as settle. Adding a listed entry is a no-op.
+func (s *Segment) settleKinds(log, idx bool) {
+	s.settled.Store(true)
+	if log && s.logRef.Load() != nil {
+		s.used[kindLog].Store(true)
+		logCache.add(s)
+	}
+	if idx && s.idx.Load() != nil {
+		s.used[kindIndex].Store(true)
+		idxCache.add(s)
+	}
+}
+
 // unsettle makes the segment keep its descriptor and indexes, once opened, until it is settled
 // again or closed: the appender is about to change it (Append, MarkInactive, writableIndexes).
 // An evicted descriptor is opened again by the next use (pinLog), not here.
 func (s *Segment) unsettle() {
+	s.idxHeld.Store(false)
 	if s.settled.Swap(false) {
 		logCache.remove(s)
 		idxCache.remove(s)
@@ -396,6 +433,7 @@ func (s *Segment) pinLog() (*fileRef, error) {
 // reopenLog opens the .log of a segment whose descriptor was evicted and installs it, returning
 // it pinned.
 func (s *Segment) reopenLog() (*fileRef, error) {
+	relieve(kindLog)
 	s.logMu.Lock()
 	if r := s.logRef.Load(); r != nil && r.tryPin() {
 		s.logMu.Unlock()
@@ -436,7 +474,111 @@ func newFileRef(f vfs.File, pins int32) *fileRef {
 	r := &fileRef{f: f, fd: int(f.OS().Fd())}
 	r.pins.Store(pins)
 	liveDescriptors.Add(1)
+	checkPressure()
 	return r
+}
+
+var (
+	// pressureSubs are the channels Pressure handed out (an immutable slice, replaced whole
+	// under pressureMu).
+	pressureSubs atomic.Pointer[[]chan struct{}]
+	pressureMu   sync.Mutex
+	// liveIndexMappings counts the index mappings of this process's segments (a part of
+	// liveMappings: the rest are .log read mappings, which settling does not release).
+	liveIndexMappings atomic.Int64
+)
+
+// Pressure returns a channel that receives (at most one pending signal) when the descriptors or
+// index mappings held outside the caches, by segments being written, pass three quarters of the
+// ceilings (SetCeilings): the receiver settles the active segments that are durable (SettleIfSynced) so
+// the caches can evict them. stop unsubscribes.
+func Pressure() (c <-chan struct{}, stop func()) {
+	ch := make(chan struct{}, 1)
+	pressureMu.Lock()
+	defer pressureMu.Unlock()
+	var subs []chan struct{}
+	if p := pressureSubs.Load(); p != nil {
+		subs = append(subs, (*p)...)
+	}
+	subs = append(subs, ch)
+	pressureSubs.Store(&subs)
+	return ch, func() {
+		pressureMu.Lock()
+		defer pressureMu.Unlock()
+		var keep []chan struct{}
+		for _, s := range *pressureSubs.Load() {
+			if s != ch {
+				keep = append(keep, s)
+			}
+		}
+		pressureSubs.Store(&keep)
+	}
+}
+
+// UnderPressure reports whether the descriptors or index mappings held outside the caches pass
+// three quarters of the ceilings, or all that segments hold passes a ceiling (the caches have not
+// shrunk yet to the room the segments being written left them: TrimCaches).
+func UnderPressure() bool {
+	fds, maps := pressureKinds()
+	return fds || maps
+}
+
+// pressureKinds reports which kinds are under pressure (UnderPressure).
+func pressureKinds() (descriptors, mappings bool) {
+	if c := descriptorCeiling.Load(); c > 0 {
+		live, cached := liveDescriptors.Load(), logCache.size.Load()
+		descriptors = live-cached > c/4*3 || live > c && cached > 0
+	}
+	if c := mappingCeiling.Load(); c > 0 {
+		// Read mappings count in liveMappings but are not the caches' to release: only the
+		// index mappings of segments being written call for settling.
+		cached := idxCache.size.Load()
+		mappings = liveIndexMappings.Load()-IndexMappingsPerSegment*cached > c/4*3 || liveMappings.Load() > c && cached > 0
+	}
+	return descriptors, mappings
+}
+
+// TrimCaches evicts what the caches hold over their bounds now: a bound shrinks as segments
+// being written open descriptors and map indexes, which do not trim the caches themselves (they
+// hold a segment's lock, and eviction takes other segments'). The engine calls it on Pressure.
+func TrimCaches() {
+	logCache.trim()
+	idxCache.trim()
+}
+
+// relieve makes room before a descriptor is opened or indexes are mapped (kind), with no segment
+// lock held: when all that segments hold has reached the ceiling, the cache evicts what is over
+// its bound now (its bound shrank as segments being written took the room), instead of waiting
+// for the next insertion or the engine's pressure sweep. A few atomic loads when under the
+// ceiling.
+func relieve(kind cacheKind) {
+	if kind == kindLog {
+		if c := descriptorCeiling.Load(); c > 0 && liveDescriptors.Load() >= c {
+			logCache.trim()
+		}
+		return
+	}
+	if c := mappingCeiling.Load(); c > 0 && liveMappings.Load()+IndexMappingsPerSegment > c {
+		idxCache.trim()
+	}
+}
+
+// checkPressure signals Pressure's subscribers when UnderPressure. Called where a descriptor is
+// opened or indexes are mapped.
+func checkPressure() {
+	if !UnderPressure() {
+		return
+	}
+	p := pressureSubs.Load()
+	if p == nil {
+		return
+	}
+	for _, ch := range *p {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // closeLog drops the installed descriptor for good (the segment's last reference went).

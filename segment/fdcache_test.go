@@ -364,3 +364,73 @@ func TestFDCacheSettleIdleActive(t *testing.T) {
 	segCheckReads(t, r, batches)
 	segCheckIndexes(t, r, segModel(batches, 0, cfg.IndexIntervalBytes, true))
 }
+
+// Under pressure an active segment settles as soon as it is synced, however recently written
+// (SettleIfSynced), not before; Pressure signals once the segments outside the caches hold more
+// than three quarters of the descriptor ceiling; opening past the ceiling evicts from the cache first
+// (relieve), so the total stays at the ceiling; and an evicted active segment takes appends and
+// reads as before.
+func TestFDCacheSettleIfSyncedUnderPressure(t *testing.T) {
+	fds0, maps0 := segment.Usage()
+	const ceil = 6
+	fdcLimits(t, 4, 4)
+	segment.SetCeilings(fds0+ceil, maps0+2*ceil+2)
+	t.Cleanup(func() { segment.SetCeilings(0, 0) })
+	ch, stop := segment.Pressure()
+	defer stop()
+	dir := t.TempDir()
+	cfg := segment.Config{IndexIntervalBytes: 300, MaxIndexBytes: 64 << 10}
+	var segs []*segment.Segment
+	var batches [][]segAppended
+	defer func() {
+		for _, s := range segs {
+			_ = s.Close()
+		}
+	}()
+	base := int64(0)
+	pressured := false
+	for i := 0; i < 2*ceil; i++ {
+		s := segCreate(t, dir, base, cfg)
+		segs = append(segs, s)
+		batches = append(batches, segFill(t, s, rand.New(rand.NewSource(int64(i))), 5))
+		base = s.NextOffset() + 1000
+		if s.SettleIfSynced() {
+			t.Fatal("settled before a sync")
+		}
+		if err := s.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+			pressured = true
+		default:
+		}
+		if pressured {
+			for _, o := range segs {
+				o.SettleIfSynced()
+			}
+			segment.TrimCaches()
+		}
+		if fds, _ := segment.Usage(); fds-fds0 > ceil+1 {
+			t.Fatalf("%d segments: %d descriptors, ceiling %d", i+1, fds-fds0, ceil)
+		}
+	}
+	if !pressured {
+		t.Fatal("no pressure signal with twice the ceiling's segments written")
+	}
+	// Every segment written again (its descriptor and indexes opened again when evicted) and
+	// read back.
+	for i, s := range segs {
+		batches[i] = append(batches[i], segFill(t, s, rand.New(rand.NewSource(int64(100+i))), 5)...)
+		if err := s.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		s.SettleIfSynced()
+		if fds, _ := segment.Usage(); fds-fds0 > ceil+1 {
+			t.Fatalf("rewriting segment %d: %d descriptors, ceiling %d", i, fds-fds0, ceil)
+		}
+	}
+	for i, s := range segs {
+		segCheckReads(t, s, batches[i])
+	}
+}

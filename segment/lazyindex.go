@@ -54,7 +54,9 @@ func (p *indexPair) tryPin() bool {
 // marked unlinked).
 func (p *indexPair) unpin() {
 	if p.pins.Add(-1) == 0 {
-		liveMappings.Add(-p.mappings())
+		n := p.mappings()
+		liveMappings.Add(-n)
+		liveIndexMappings.Add(-n)
 		p.close()
 	}
 }
@@ -118,7 +120,10 @@ func openIndexPair(fsys vfs.FS, offsetPath, timePath string, base int64, maxInde
 	}
 	p := &indexPair{offset: oi, time: ti, sealed: sealed}
 	p.pins.Store(1)
-	liveMappings.Add(p.mappings())
+	n := p.mappings()
+	liveMappings.Add(n)
+	liveIndexMappings.Add(n)
+	checkPressure()
 	return p, nil
 }
 
@@ -149,7 +154,9 @@ func OpenSealed(fsys vfs.FS, dir string, baseOffset int64, cfg Config, nextBase 
 		return nil, fmt.Errorf("open segment %s: %w", s.name, err)
 	}
 	defer func() {
-		liveMappings.Add(-p.mappings())
+		n := p.mappings()
+		liveMappings.Add(-n)
+		liveIndexMappings.Add(-n)
 		p.close()
 	}()
 	if err := p.offset.SanityCheck(); err != nil {
@@ -191,6 +198,7 @@ func (s *Segment) pinIndexes() *indexPair {
 
 // mapIndexes maps the indexes read-only and installs them, returning them pinned.
 func (s *Segment) mapIndexes() *indexPair {
+	relieve(kindIndex)
 	s.idxMu.Lock()
 	if p := s.idx.Load(); p != nil && p.tryPin() {
 		s.idxMu.Unlock()
@@ -238,6 +246,7 @@ func (s *Segment) writableIndexes() (*indexPair, error) {
 	if p := s.idx.Load(); p != nil && !p.sealed {
 		return p, nil
 	}
+	relieve(kindIndex)
 	s.idxMu.Lock()
 	defer s.idxMu.Unlock()
 	if p := s.idx.Load(); p != nil && !p.sealed {

@@ -49,7 +49,15 @@ func (s *Segment) Settle() {
 // them back. The caller excludes the appender (the engine holds the log's append lock) and calls
 // it periodically from one goroutine; it reports whether it settled.
 func (s *Segment) SettleIfIdle() bool {
-	if s.settled.Load() || s.sealed.Load() {
+	if s.sealed.Load() {
+		return false
+	}
+	if s.settled.Load() {
+		// Settled under descriptor pressure (SettleIfSynced) with its indexes kept out of their
+		// cache: idle now, they go there too.
+		if s.idxHeld.Swap(false) {
+			s.settleKinds(false, true)
+		}
 		return false
 	}
 	seq := s.appendSeq.Load()
@@ -63,6 +71,42 @@ func (s *Segment) SettleIfIdle() bool {
 	}
 	return true
 }
+
+// SettleIfSynced settles the active segment when everything appended to it is durable (synced),
+// however recently it was written: the engine calls it under descriptor or mapping pressure
+// (Pressure), so that a burst of writes to more partitions than the ceilings allow does not hold a
+// descriptor and two index mappings for each of them until they go idle (SettleIfIdle). The next
+// Append takes them back (opening the .log and mapping the indexes again when the caches evicted
+// them). As SettleIfIdle, the caller excludes the appender; it reports whether it settled.
+//
+// Only the kinds under pressure go to their caches (both when neither is): under descriptor
+// pressure the index pair stays mapped outside its cache, since evicting a writable pair trims
+// both index files (two ftruncates, on the produce path of a burst) for no mapping it needed
+// back; SettleIfIdle hands it to its cache once the segment is idle.
+func (s *Segment) SettleIfSynced() bool {
+	if s.settled.Load() || s.sealed.Load() {
+		return false
+	}
+	seq := s.appendSeq.Load()
+	if s.syncedSeq.Load() != seq || s.refs.Load() <= 0 {
+		return false
+	}
+	fds, maps := pressureKinds()
+	if !fds && !maps {
+		fds, maps = true, true
+	}
+	s.idxHeld.Store(!maps)
+	s.settleKinds(fds, maps)
+	if s.appendSeq.Load() != seq {
+		s.unsettle()
+		return false
+	}
+	return true
+}
+
+// IsSettled reports whether the segment is settled (its descriptor and index mappings are the
+// caches' to evict).
+func (s *Segment) IsSettled() bool { return s.settled.Load() }
 
 // MarkInactive is called by the log's appender when the segment stops being the active one: the
 // time index gets its final entry (max timestamp so far) and a preallocated .log is trimmed to its

@@ -144,6 +144,9 @@ type Segment struct {
 	// (fdcache.go). used: the CLOCK bits of the two caches. slot: the position in each cache's
 	// list (-1: not listed), guarded by that cache's mu.
 	settled atomic.Bool
+	// idxHeld: settled by SettleIfSynced under descriptor pressure only, the index pair kept
+	// out of its cache until SettleIfIdle.
+	idxHeld atomic.Bool
 	used    [2]atomic.Bool
 	slot    [2]int
 	// appendSeq counts appends; syncedSeq is appendSeq when the last Sync began (everything
@@ -196,6 +199,8 @@ type Segment struct {
 
 // Create makes a new empty segment with base offset baseOffset in dir.
 func Create(fsys vfs.FS, dir string, baseOffset int64, cfg Config, now time.Time) (*Segment, error) {
+	relieve(kindLog) // room for its descriptor and indexes (fdcache.go)
+	relieve(kindIndex)
 	s, err := open(fsys, dir, baseOffset, cfg, os.O_CREATE|os.O_EXCL|os.O_RDWR, "")
 	if err != nil {
 		return nil, err

@@ -10,6 +10,18 @@
 //	go build -o /tmp/weir ./cmd/weir
 //	go run ./scripts/manyparts -weir /tmp/weir -n 5000 -dir /tmp/mp5000
 //
+// With -segments S it grows one topic of -n partitions (10 by default in this mode) to S segments
+// instead (one record per segment: the topic's segment.ms is 1 and each record's timestamp is 10 ms
+// after the previous one, so every produce rolls, as Kafka rolls by record timestamps), printing the
+// rate of growth as it goes, and then restarts it (SIGKILL right after the growth, SIGTERM, SIGKILL
+// of the idle broker):
+//
+//	go run ./scripts/manyparts -weir /tmp/weir -segments 100000 -dir /tmp/seg100k
+//
+// With -kafka DIR (the anchor directory holding start.sh, ../shared/anchors/kafka) it runs Apache
+// Kafka instead of weir, with the same load and the same restarts (start.sh in DIR starts it; the
+// time to the first acknowledged produce runs from the launch of start.sh).
+//
 // docs/benchmarks.md ("Many partitions") has the results.
 package main
 
@@ -19,7 +31,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,7 +51,9 @@ import (
 
 var (
 	weirBin  = flag.String("weir", "weir", "weir binary")
-	n        = flag.Int("n", 1000, "partitions (at most 100000)")
+	kafkaDir = flag.String("kafka", "", "run Apache Kafka from this anchor directory (start.sh) instead of weir")
+	segsMode = flag.Int("segments", 0, "grow one topic to this many segments (one record each) instead of creating -n idle partitions")
+	n        = flag.Int("n", 1000, "partitions (at most 100000; 10 by default with -segments)")
 	records  = flag.Int("records", 10, "records per partition at creation (at most 1000)")
 	dir      = flag.String("dir", "", "data directory (removed first; required)")
 	addr     = flag.String("addr", "127.0.0.1:19092", "listener")
@@ -46,32 +62,53 @@ var (
 	extra    = flag.String("set", "", "extra broker settings, comma-separated key=value")
 	logPath  = flag.String("log", "", "broker log file (default <dir>.log)")
 	logLevel = flag.String("log-level", "warn", "broker log level")
+	heapAt   = flag.String("heap", "", "weir: serve pprof on this admin address (metrics.listener) and save the heap profile when idle to <dir>.heap.pb.gz")
 	topic    = "manyparts"
 	valueLen = 100
 )
 
 func main() {
 	flag.Parse()
+	if *segsMode > 0 {
+		nSet := false
+		flag.Visit(func(f *flag.Flag) { nSet = nSet || f.Name == "n" })
+		if !nSet {
+			*n = 10
+		}
+	}
 	if *dir == "" || *n < 1 || *n > 100000 || *records < 1 || *records > 1000 {
 		fmt.Fprintln(os.Stderr, "manyparts: -dir is required, 1 <= -n <= 100000, 1 <= -records <= 1000")
 		os.Exit(2)
 	}
-	if err := run(); err != nil {
+	runFn := run
+	if *segsMode > 0 {
+		runFn = runSegments
+	}
+	if err := runFn(); err != nil {
 		fmt.Fprintln(os.Stderr, "manyparts:", err)
 		os.Exit(1)
 	}
 }
 
+// broker is a running weir (a child process) or Kafka (started by start.sh, not a child).
 type broker struct {
 	cmd  *exec.Cmd
 	done chan error
+	pid  int
 }
 
 func start() (*broker, time.Time, error) {
+	if *kafkaDir != "" {
+		return startKafka()
+	}
 	args := []string{"serve", "--log-level", *logLevel,
 		"--set", "log.dirs=" + filepath.Join(*dir, "data"),
 		"--set", "listeners=PLAINTEXT://" + *addr,
 		"--set", "offsets.topic.num.partitions=1",
+		"--set", "metrics.listener=" + *heapAt,
+	}
+	if *heapAt != "" {
+		args = append(args, "--set", "metrics.pprof.enable=true")
 	}
 	if *extra != "" {
 		for _, kv := range strings.Split(*extra, ",") {
@@ -92,7 +129,7 @@ func start() (*broker, time.Time, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, t0, err
 	}
-	b := &broker{cmd: cmd, done: make(chan error, 1)}
+	b := &broker{cmd: cmd, done: make(chan error, 1), pid: cmd.Process.Pid}
 	go func() { b.done <- cmd.Wait(); lf.Close() }()
 	deadline := time.Now().Add(*timeout)
 	for {
@@ -114,6 +151,9 @@ func start() (*broker, time.Time, error) {
 }
 
 func (b *broker) stop(sig syscall.Signal) error {
+	if b.cmd == nil {
+		return stopKafka(b.pid, sig)
+	}
 	_ = b.cmd.Process.Signal(sig)
 	select {
 	case <-b.done:
@@ -125,6 +165,10 @@ func (b *broker) stop(sig syscall.Signal) error {
 }
 
 func (b *broker) kill() {
+	if b.cmd == nil {
+		_ = stopKafka(b.pid, syscall.SIGKILL)
+		return
+	}
 	_ = b.cmd.Process.Kill()
 	<-b.done
 }
@@ -202,7 +246,7 @@ func restart(b *broker, sig syscall.Signal, what string) (*broker, error) {
 		return b, fmt.Errorf("%s: %w", what, err)
 	}
 	fmt.Printf("%s: listening after %.2f s, first produce acknowledged on all %d partitions after %.2f s; %s\n",
-		what, listening.Seconds(), *n, time.Since(t0).Seconds(), stats(b.cmd.Process.Pid))
+		what, listening.Seconds(), *n, time.Since(t0).Seconds(), stats(b.pid))
 	return b, nil
 }
 
@@ -222,7 +266,7 @@ func run() error {
 			b.kill()
 		}
 	}()
-	fmt.Printf("%d partitions, %d records of %d B each; broker started: %s\n", *n, *records, valueLen, stats(b.cmd.Process.Pid))
+	fmt.Printf("%d partitions, %d records of %d B each; broker started: %s\n", *n, *records, valueLen, stats(b.pid))
 	cl, err := client()
 	if err != nil {
 		return err
@@ -246,9 +290,10 @@ func run() error {
 	}
 	cl.Close()
 	fmt.Printf("created in %.2f s, %d records on every partition acknowledged after %.2f s; %s\n",
-		created.Seconds(), *records, time.Since(t0).Seconds(), stats(b.cmd.Process.Pid))
+		created.Seconds(), *records, time.Since(t0).Seconds(), stats(b.pid))
 	time.Sleep(*idle)
-	fmt.Printf("idle %s: %s\n", *idle, stats(b.cmd.Process.Pid))
+	fmt.Printf("idle %s: %s\n", *idle, stats(b.pid))
+	saveHeap()
 	if b, err = restart(b, syscall.SIGTERM, "clean restart (SIGTERM)"); err != nil {
 		return err
 	}
@@ -262,4 +307,44 @@ func run() error {
 	err = b.stop(syscall.SIGTERM)
 	b = nil
 	return err
+}
+
+// saveHeap saves the broker's heap profile (-heap) to <dir>.heap.pb.gz.
+func saveHeap() {
+	if *heapAt == "" || *kafkaDir != "" {
+		return
+	}
+	resp, err := http.Get("http://" + *heapAt + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manyparts: heap profile:", err)
+		return
+	}
+	defer resp.Body.Close()
+	out := strings.TrimSuffix(*dir, "/") + ".heap.pb.gz"
+	f, err := os.Create(out)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manyparts: heap profile:", err)
+		return
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		fmt.Fprintln(os.Stderr, "manyparts: heap profile:", err)
+		return
+	}
+	fmt.Printf("heap profile: %s (go tool pprof -sample_index=inuse_space -top %s)\n", out, out)
+	// The runtime's own accounting (heap, goroutine stacks) and the goroutine count.
+	for _, q := range []string{"heap?debug=1", "goroutine?debug=1"} {
+		r, err := http.Get("http://" + *heapAt + "/debug/pprof/" + q)
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "goroutine profile:") || strings.HasPrefix(line, "# HeapInuse") ||
+				strings.HasPrefix(line, "# Stack") || strings.HasPrefix(line, "# Sys") || strings.HasPrefix(line, "# HeapAlloc") {
+				fmt.Println("  " + line)
+			}
+		}
+	}
 }
