@@ -797,7 +797,9 @@ func TestFetchLongPollWake(t *testing.T) {
 	atEnd := map[int32]int64{0: 0, 1: 0, 2: 3, 3: 0, 4: 0, 5: 0, 6: 0, 7: 0}
 	wake := func(logStart int64, fetch func() *kmsg.FetchResponse) *kmsg.FetchResponse {
 		t.Helper()
+		done := make(chan struct{})
 		go func() {
+			defer close(done)
 			time.Sleep(150 * time.Millisecond)
 			if _, err := l2.DeleteRecordsBefore(logStart); err != nil {
 				t.Error(err)
@@ -807,7 +809,11 @@ func TestFetchLongPollWake(t *testing.T) {
 		}()
 		start := time.Now()
 		resp := fetch()
-		if el := time.Since(start); el < 150*time.Millisecond || el > 4*time.Second {
+		el := time.Since(start)
+		// The fetch may answer once the record is appended, before the producer has its
+		// acknowledgement: wait for it, so the producer is not closed under it.
+		<-done
+		if el < 150*time.Millisecond || el > 4*time.Second {
 			t.Fatalf("long poll answered after %v", el)
 		}
 		return resp
