@@ -449,14 +449,9 @@ func (m *Manager) Checkpoint() error {
 		if d.Err() != nil {
 			continue
 		}
-		if err := WriteCheckpoint(m.fsys, filepath.Join(d.Path, RecoveryPointCheckpointFile), rps[d]); err != nil {
-			errs = append(errs, d.Fail(err))
+		if err := m.writeRecoveryPoints(d, rps[d], ckptLogs); err != nil {
+			errs = append(errs, err)
 			continue
-		}
-		for tp, rp := range rps[d] {
-			if l := ckptLogs[tp]; l != nil {
-				l.ckptRecovery.Store(rp)
-			}
 		}
 		if err := WriteCheckpoint(m.fsys, filepath.Join(d.Path, LogStartOffsetCheckpointFile), starts[d]); err != nil {
 			errs = append(errs, d.Fail(err))
@@ -554,14 +549,13 @@ func (m *Manager) checkpointRecoveryPoints() error {
 	defer m.ckptMu.Unlock()
 	m.mu.RLock()
 	rps := map[*dirState]map[TopicPartition]int64{}
-	logs := map[*dirState][]*Log{}
 	for _, d := range m.dirs {
 		rps[d] = map[TopicPartition]int64{}
 	}
+	logs := make(map[TopicPartition]*Log, len(m.logs))
 	for tp, l := range m.logs {
-		d := m.dirOf[tp]
-		rps[d][tp] = l.RecoveryPoint()
-		logs[d] = append(logs[d], l)
+		rps[m.dirOf[tp]][tp] = l.RecoveryPoint()
+		logs[tp] = l
 	}
 	m.mu.RUnlock()
 	var errs []error
@@ -569,15 +563,26 @@ func (m *Manager) checkpointRecoveryPoints() error {
 		if d.Err() != nil {
 			continue
 		}
-		if err := WriteCheckpoint(m.fsys, filepath.Join(d.Path, RecoveryPointCheckpointFile), rps[d]); err != nil {
-			errs = append(errs, d.Fail(err))
-			continue
-		}
-		for _, l := range logs[d] {
-			l.ckptRecovery.Store(rps[d][TopicPartition{l.topic, l.partition}])
+		if err := m.writeRecoveryPoints(d, rps[d], logs); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// writeRecoveryPoints writes dir d's recovery-point checkpoint with rps and records, in each
+// written log, the offset the file now holds for it (so an idle broker does not rewrite it). A
+// failed write takes the dir offline; the error is d.Fail's. Called with ckptMu held.
+func (m *Manager) writeRecoveryPoints(d *dirState, rps map[TopicPartition]int64, logs map[TopicPartition]*Log) error {
+	if err := WriteCheckpoint(m.fsys, filepath.Join(d.Path, RecoveryPointCheckpointFile), rps); err != nil {
+		return d.Fail(err)
+	}
+	for tp, rp := range rps {
+		if l := logs[tp]; l != nil {
+			l.ckptRecovery.Store(rp)
+		}
+	}
+	return nil
 }
 
 // Pressure sweeps (settleUnderPressure) run at most every pressureMinGap, and pressureIdleGap

@@ -74,15 +74,7 @@ type fileRef struct {
 
 // tryPin takes a pin unless the descriptor is already closed (its last pin gone).
 func (r *fileRef) tryPin() bool {
-	for {
-		n := r.pins.Load()
-		if n <= 0 {
-			return false
-		}
-		if r.pins.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
+	return addIfLive(&r.pins)
 }
 
 // unpin drops a pin; the last one closes the descriptor.

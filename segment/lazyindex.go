@@ -39,15 +39,7 @@ type indexPair struct {
 
 // tryPin takes a pin unless the pair is already closed.
 func (p *indexPair) tryPin() bool {
-	for {
-		n := p.pins.Load()
-		if n <= 0 {
-			return false
-		}
-		if p.pins.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
+	return addIfLive(&p.pins)
 }
 
 // unpin drops a pin; the last one unmaps the pair (and trims the files by name unless they were

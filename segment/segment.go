@@ -680,12 +680,19 @@ func (s *Segment) FindTimestamp(ts, startOffset int64) (pos int64, h record.Head
 
 // Acquire takes a reader reference. It fails once the segment's files are closed.
 func (s *Segment) Acquire() bool {
+	return addIfLive(&s.refs)
+}
+
+// addIfLive adds one to a reference count unless it has already dropped to zero (the thing it
+// counts is closed, and a count never comes back from zero). Used by segment references, index
+// pins and descriptor pins.
+func addIfLive(c *atomic.Int32) bool {
 	for {
-		n := s.refs.Load()
+		n := c.Load()
 		if n <= 0 {
 			return false
 		}
-		if s.refs.CompareAndSwap(n, n+1) {
+		if c.CompareAndSwap(n, n+1) {
 			return true
 		}
 	}
