@@ -30,6 +30,9 @@
 #   KT_DEBUG=1          the tools log at DEBUG (the admin client says which API failed)
 #   KT_KEEP=1           keep the cluster's data dir (its path is printed)
 #   KT_CLUSTER_SETS     extra `--set key=value` words for every node (space-separated key=value)
+#   KT_BOOTSTRAP        use this running cluster (host:port,...) instead of starting one, e.g. a
+#                       `weir dev-cluster -n 3 --dir D --base-port P --set ...` of your own
+#                       while writing checks (KT_CLUSTER_DIR=D gives the checks NODE_LOG_i)
 #
 # The cluster: 3 nodes, each broker and controller voter, default.replication.factor=3,
 # offsets.topic.replication.factor=3, min.insync.replicas=2 (dev-cluster's defaults),
@@ -50,8 +53,10 @@
 # Helpers:
 #   kt CLASS ARGS...        java -cp "$KAFKA_LIBS/*" CLASS ARGS..., bounded by KT_TOOL_TIMEOUT;
 #                           stdout+stderr to $KT_LAST, appended to $WORK/$CHECK.out and echoed;
-#                           returns the tool's exit status. CLASS may be short for
-#                           org.apache.kafka.tools.CLASS (kt TopicCommand --list ...)
+#                           returns the tool's exit status. CLASS not starting with org. or
+#                           kafka. means org.apache.kafka.tools.CLASS (kt TopicCommand --list,
+#                           kt consumer.group.ConsumerGroupCommand ...). Kafka's tables pad
+#                           columns with spaces and tabs: match them with \s+ in patterns
 #   weir_cli ARGS...        $WEIR ARGS... the same way (output in $KT_LAST and $CHECK.out)
 #   expect_out ERE [FILE]   FILE (default $KT_LAST) has a line matching ERE, else say so, return 1
 #   expect_no_out ERE [FILE]  no line of FILE matches ERE
@@ -148,6 +153,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+start_s=$(date +%s)
+if [[ -n "${KT_BOOTSTRAP:-}" ]]; then
+  BOOTSTRAP="$KT_BOOTSTRAP"
+  DATA="${KT_CLUSTER_DIR:-$DATA}"
+  KT_KEEP=1
+  log "using the running cluster at $BOOTSTRAP"
+else
 sets=(--set group.initial.rebalance.delay.ms=0
   --set authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
   --set super.users=User:ANONYMOUS)
@@ -158,7 +170,6 @@ log "starting weir dev-cluster -n 3 on $BOOTSTRAP (data in $DATA)"
   --controller-base-port "$KT_CONTROLLER_BASE_PORT" --metrics-base-port "$KT_METRICS_BASE_PORT" \
   "${sets[@]}" >"$OUT/dev-cluster.log" 2>&1 </dev/null &
 CLUSTER_PID=$!
-start_s=$(date +%s)
 ready=0
 while (( $(date +%s) - start_s < 120 )); do
   mapfile -t NODE_PIDS < <(sed -n 's/^  node [0-9]*: pid \([0-9]*\),.*/\1/p' "$OUT/dev-cluster.log")
@@ -179,12 +190,26 @@ if (( ! ready )); then
   exit 2
 fi
 log "cluster up after $(( $(date +%s) - start_s )) s"
+fi
 
 # ---- the checks ----------------------------------------------------------------------------
+# Class data sharing: one BrokerApiVersionsCommand run dumps the classes it loaded (the admin
+# client, the network layer) into an archive every later tool run maps instead of loading them
+# again from the jars: about 2 s less per tool run on a busy 2-core machine.
+if [[ "${KT_CDS:-1}" == 1 ]]; then
+  # shellcheck disable=SC2086
+  if timeout -k 5 "$KT_TOOL_TIMEOUT" java -XX:ArchiveClassesAtExit="$WORK/kafka-tools.jsa" $KT_JAVA_OPTS -cp "$KAFKA_LIBS/*" \
+    org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$BOOTSTRAP" >"$WORK/cds.out" 2>&1 &&
+    [[ -s "$WORK/kafka-tools.jsa" ]]; then
+    KT_JAVA_OPTS="$KT_JAVA_OPTS -XX:SharedArchiveFile=$WORK/kafka-tools.jsa -Xlog:cds=off,cds+dynamic=off"
+  else
+    log "no class data sharing archive (see $WORK/cds.out); tools start without one"
+  fi
+fi
 # The helpers, exported into every check's bash.
 kt() {
   local cls="$1"; shift
-  [[ "$cls" == *.* ]] || cls="org.apache.kafka.tools.$cls"
+  [[ "$cls" == org.* || "$cls" == kafka.* ]] || cls="org.apache.kafka.tools.$cls"
   KT_LAST="$WORK/$CHECK.last"
   echo "\$ kt $cls $*" >>"$WORK/$CHECK.out"
   # shellcheck disable=SC2086

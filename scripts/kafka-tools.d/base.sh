@@ -51,7 +51,7 @@ check_base_topic_alter_partitions() {
   expect_out "PartitionCount: 4	ReplicationFactor: 3" || return 1
   # Fewer partitions than it has: refused (InvalidPartitionsException), the topic keeps 4.
   expect_fail kt TopicCommand --bootstrap-server "$BOOTSTRAP" --alter --topic $t --partitions 2 >/dev/null &&
-    expect_out "InvalidPartitionsException|must be greater|can only be increased" || return 1
+    expect_out "INVALID_PARTITIONS|InvalidPartitionsException" || return 1
 }
 
 check_base_topic_delete() {
@@ -103,12 +103,12 @@ check_base_group_consume_describe() {
   kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --list && expect_out "^$g\$" || return 1
   # Three partitions, committed = log end, lag 0; the members are gone (the consumer closed).
   kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --describe --group $g || return 1
-  expect_count 3 "^$g +$t +[0-2] +[0-9]+ +[0-9]+ +0 " || return 1
+  expect_count 3 "^$g\s+$t\s+[0-2]\s+[0-9]+\s+[0-9]+\s+0\s" || return 1
   [[ "$(awk -v g=$g -v t=$t '$1==g && $2==t {s+=$4} END {print s}' "$KT_LAST")" == 30 ]] ||
     fail "committed offsets of $g do not add up to 30" || return 1
   kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --describe --group $g --state &&
-    expect_out "^$g +.*(Empty|Stable) +[0-9]+ *\$" || return 1
-  kt GroupsCommand --bootstrap-server "$BOOTSTRAP" --list && expect_out "^$g +Classic +consumer *$" || return 1
+    expect_out "^$g\s+.*(Empty|Stable)\s+[0-9]+\s*\$" || return 1
+  kt GroupsCommand --bootstrap-server "$BOOTSTRAP" --list && expect_out "^$g\s+Classic\s+consumer\s*$" || return 1
   kt GroupsCommand --bootstrap-server "$BOOTSTRAP" --list --consumer && expect_out "^$g( |\$)"
 }
 
@@ -117,25 +117,25 @@ check_base_group_reset_offsets() {
   base_topic $t 2 && base_produce $t 20 && base_group_at $g $t || return 1
   # The plan only (no --execute), then the reset.
   kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --reset-offsets --group $g --topic $t --to-earliest --dry-run &&
-    expect_count 2 "^$g +$t +[01] +0 *$" || return 1
+    expect_count 2 "^$g\s+$t\s+[01]\s+0\s*$" || return 1
   kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --reset-offsets --group $g --topic $t --to-earliest --execute &&
-    expect_count 2 "^$g +$t +[01] +0 *$" || return 1
+    expect_count 2 "^$g\s+$t\s+[01]\s+0\s*$" || return 1
   kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --describe --group $g || return 1
-  expect_count 2 "^$g +$t +[01] +0 +[0-9]+ +[0-9]+ " || return 1
+  expect_count 2 "^$g\s+$t\s+[01]\s+0\s+[0-9]+\s+[0-9]+\s" || return 1
   [[ "$(awk -v g=$g -v t=$t '$1==g && $2==t {s+=$6} END {print s}' "$KT_LAST")" == 20 ]] ||
     fail "lag of $g is not 20 after --to-earliest" || return 1
   kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --reset-offsets --group $g --topic $t:0 --to-offset 3 --execute &&
-    expect_out "^$g +$t +0 +3 *$"
+    expect_out "^$g\s+$t\s+0\s+3\s*$"
 }
 
 check_base_group_delete_offsets() {
   local t=base-deloff g=base-deloff-g1
   base_topic $t 2 && base_produce $t 10 && base_group_at $g $t || return 1
   kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --delete-offsets --group $g --topic $t &&
-    expect_out "Request succeed for deleting offsets from (topic $t )?group $g|Request succeed for deleting offsets" || return 1
-  expect_count 2 "^$t +[01] +Successful" || return 1
+    expect_out "^Request succeeded for deleting offsets from group $g\." || return 1
+  expect_count 2 "^$t\s+[01]\s+Successful" || return 1
   kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --describe --group $g || return 1
-  expect_no_out "^$g +$t +[01] +[0-9]+ "
+  expect_no_out "^$g\s+$t\s+[01]\s+[0-9]+\s"
 }
 
 check_base_group_delete() {
@@ -186,11 +186,11 @@ check_base_acl() {
   expect_out "Adding ACLs for resource .ResourcePattern\(resourceType=TOPIC, name=$t, patternType=LITERAL\)" || return 1
   kt AclCommand --bootstrap-server "$BOOTSTRAP" --add --allow-principal User:base-alice --operation Read \
     --group base-acl- --resource-pattern-type prefixed || return 1
-  kt AclCommand --bootstrap-server "$BOOTSTRAP" --list --topic $t || return 1
-  expect_out "principal=User:base-alice, host=\*, operation=READ, permissionType=ALLOW" &&
-    expect_out "principal=User:base-alice, host=\*, operation=DESCRIBE, permissionType=ALLOW" || return 1
   kt AclCommand --bootstrap-server "$BOOTSTRAP" --list --principal User:base-alice || return 1
-  expect_out "resourceType=GROUP, name=base-acl-, patternType=PREFIXED" || return 1
+  expect_out "resourceType=TOPIC, name=$t, patternType=LITERAL" &&
+    expect_out "resourceType=GROUP, name=base-acl-, patternType=PREFIXED" &&
+    expect_out "principal=User:base-alice, host=\*, operation=READ, permissionType=ALLOW" &&
+    expect_out "principal=User:base-alice, host=\*, operation=DESCRIBE, permissionType=ALLOW" || return 1
   kt AclCommand --bootstrap-server "$BOOTSTRAP" --remove --force --allow-principal User:base-alice --operation Read \
     --operation Describe --topic $t || return 1
   kt AclCommand --bootstrap-server "$BOOTSTRAP" --remove --force --allow-principal User:base-alice --operation Read \
@@ -202,13 +202,13 @@ check_base_acl() {
 check_base_transactions() {
   local t=base-txn id=base-txn-id1
   base_topic $t 1 && base_produce $t 10 --transactional-id $id || return 1
-  kt TransactionsCommand --bootstrap-server "$BOOTSTRAP" list && expect_out "^$id +[1-3] +[0-9]+ +CompleteCommit" || return 1
+  kt TransactionsCommand --bootstrap-server "$BOOTSTRAP" list && expect_out "^$id\s+[1-3]\s+[0-9]+\s+CompleteCommit" || return 1
   kt TransactionsCommand --bootstrap-server "$BOOTSTRAP" describe --transactional-id $id || return 1
-  expect_out "^[1-3] +$id +[0-9]+ +[0-9]+ +CompleteCommit " || return 1
+  expect_out "^[1-3]\s+$id\s+[0-9]+\s+[0-9]+\s+CompleteCommit\s" || return 1
   kt TransactionsCommand --bootstrap-server "$BOOTSTRAP" describe-producers --topic $t --partition 0 || return 1
-  expect_out "^[0-9]+ +[0-9]+ +-?[0-9]+ +-?[0-9]+ +" || return 1
+  expect_out "^[0-9]+\s+[0-9]+\s+-?[0-9]+\s+-?[0-9]+\s+" || return 1
   kt TransactionsCommand --bootstrap-server "$BOOTSTRAP" find-hanging --broker-id 1 || return 1
-  expect_out "^Topic +Partition +ProducerId" && expect_no_out "^$t "
+  expect_out "^Topic\s+Partition\s+ProducerId" && expect_no_out "^$t\s"
 }
 
 check_base_broker_api_versions() {
