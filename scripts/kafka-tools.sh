@@ -15,8 +15,9 @@
 #
 # Exit status: 0 when every check passes or fails only as scripts/kafka-tools.d/known-failures
 # says; 1 when a check not listed there fails; 2 when the run could not start (no java, no jars,
-# no cluster). known-failures: one line per check, `check_name  reason` (a documented refusal);
-# blank lines and lines starting with # are ignored. A listed check that passes is reported
+# no cluster). known-failures (and any scripts/kafka-tools.d/<file>.known-failures, so that each
+# check file can keep its own list): one line per check, `check_name  reason` (a documented
+# refusal); blank lines and lines starting with # are ignored. A listed check that passes is reported
 # "PASS (listed as known failure)" so the list can be trimmed.
 #
 # Environment:
@@ -124,7 +125,7 @@ EOF
 KT_JAVA_OPTS="${KT_JAVA_OPTS:--Xmx256M -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto} -Dlog4j2.configurationFile=$WORK/tools-log4j2.properties"
 
 # ---- the cluster ---------------------------------------------------------------------------
-DATA="$(mktemp -d -t kafka-tools-data.XXXXXX)"
+if [[ -n "${KT_BOOTSTRAP:-}" ]]; then DATA="${KT_CLUSTER_DIR:-}"; else DATA="$(mktemp -d -t kafka-tools-data.XXXXXX)"; fi
 CLUSTER_PID=""
 NODE_PIDS=()
 stop_cluster() {
@@ -148,6 +149,7 @@ stop_cluster() {
 }
 cleanup() {
   stop_cluster
+  [[ -n "${KT_BOOTSTRAP:-}" || -z "$DATA" ]] && return
   if [[ "${KT_KEEP:-0}" == 1 ]]; then log "cluster data kept in $DATA"; else rm -rf "$DATA"; fi
 }
 trap cleanup EXIT
@@ -156,8 +158,6 @@ trap 'exit 130' INT TERM
 start_s=$(date +%s)
 if [[ -n "${KT_BOOTSTRAP:-}" ]]; then
   BOOTSTRAP="$KT_BOOTSTRAP"
-  DATA="${KT_CLUSTER_DIR:-$DATA}"
-  KT_KEEP=1
   log "using the running cluster at $BOOTSTRAP"
 else
 sets=(--set group.initial.rebalance.delay.ms=0
@@ -212,8 +212,10 @@ kt() {
   [[ "$cls" == org.* || "$cls" == kafka.* ]] || cls="org.apache.kafka.tools.$cls"
   KT_LAST="$WORK/$CHECK.last"
   echo "\$ kt $cls $*" >>"$WORK/$CHECK.out"
+  # --foreground: no process group of its own, so a check's timeout (which signals the check's
+  # whole group) stops the tool too.
   # shellcheck disable=SC2086
-  timeout -k 5 "$KT_TOOL_TIMEOUT" java $KT_JAVA_OPTS -cp "$KAFKA_LIBS/*" "$cls" "$@" >"$KT_LAST" 2>&1
+  timeout --foreground -k 5 "$KT_TOOL_TIMEOUT" java $KT_JAVA_OPTS -cp "$KAFKA_LIBS/*" "$cls" "$@" >"$KT_LAST" 2>&1
   local rc=$?
   cat "$KT_LAST" >>"$WORK/$CHECK.out"
   echo "[exit $rc]" >>"$WORK/$CHECK.out"
@@ -223,7 +225,7 @@ kt() {
 weir_cli() {
   KT_LAST="$WORK/$CHECK.last"
   echo "\$ weir $*" >>"$WORK/$CHECK.out"
-  timeout -k 5 "$KT_TOOL_TIMEOUT" "$WEIR" "$@" >"$KT_LAST" 2>&1
+  timeout --foreground -k 5 "$KT_TOOL_TIMEOUT" "$WEIR" "$@" >"$KT_LAST" 2>&1
   local rc=$?
   cat "$KT_LAST" >>"$WORK/$CHECK.out"
   echo "[exit $rc]" >>"$WORK/$CHECK.out"
@@ -287,12 +289,13 @@ fi
 (( ${#checks[@]} )) || { log "no check_* functions in $CHECK_DIR/*.sh${KT_ONLY:+ matching $KT_ONLY}"; exit 2; }
 
 declare -A known=()
-if [[ -f "$CHECK_DIR/known-failures" ]]; then
+for kf in "$CHECK_DIR"/known-failures "$CHECK_DIR"/*.known-failures; do
+  [[ -f "$kf" ]] || continue
   while read -r name reason; do
     [[ -z "$name" || "$name" == \#* ]] && continue
     known[$name]="$reason"
-  done <"$CHECK_DIR/known-failures"
-fi
+  done <"$kf"
+done
 
 RESULTS="$OUT/results.md"
 {

@@ -96,9 +96,12 @@ check_base_config_topic() {
 
 check_base_group_consume_describe() {
   local t=base-grp g=base-grp-g1
-  base_topic $t 3 && base_produce $t 30 || return 1
+  base_topic $t 3 || return 1
+  # Kafka's console producer (acks=all, idempotent by default), keys parsed.
+  seq 1 30 | sed 's/.*/key-&\tvalue-&/' | kt ConsoleProducer --bootstrap-server "$BOOTSTRAP" --topic $t \
+    --reader-property parse.key=true --reader-property 'key.separator=	' >/dev/null || return 1
   kt consumer.ConsoleConsumer --bootstrap-server "$BOOTSTRAP" --topic $t --group $g --from-beginning \
-    --max-messages 30 --timeout-ms 40000 --property print.key=true >/dev/null || return 1
+    --max-messages 30 --timeout-ms 40000 --formatter-property print.key=true >/dev/null || return 1
   expect_count 30 "^key-[0-9]+	value-[0-9]+$" || return 1
   kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --list && expect_out "^$g\$" || return 1
   # Three partitions, committed = log end, lag 0; the members are gone (the consumer closed).
@@ -106,6 +109,8 @@ check_base_group_consume_describe() {
   expect_count 3 "^$g\s+$t\s+[0-2]\s+[0-9]+\s+[0-9]+\s+0\s" || return 1
   [[ "$(awk -v g=$g -v t=$t '$1==g && $2==t {s+=$4} END {print s}' "$KT_LAST")" == 30 ]] ||
     fail "committed offsets of $g do not add up to 30" || return 1
+  kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --describe --group $g --members &&
+    expect_out "has no active members" || return 1
   kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --describe --group $g --state &&
     expect_out "^$g\s+.*(Empty|Stable)\s+[0-9]+\s*\$" || return 1
   kt GroupsCommand --bootstrap-server "$BOOTSTRAP" --list && expect_out "^$g\s+Classic\s+consumer\s*$" || return 1
