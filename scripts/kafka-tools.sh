@@ -24,7 +24,8 @@
 #   WEIR_KAFKA_LIBS     the Kafka jar folder (default: scripts/kafka-libs.sh resolves it)
 #   WEIR_BIN            the weir binary (default bin/weir, else built into OUTDIR)
 #   KT_BASE_PORT        broker port of node 1 (default 41200; nodes use +0..+2)
-#   KT_CONTROLLER_BASE_PORT   default KT_BASE_PORT+10; KT_METRICS_BASE_PORT default KT_BASE_PORT+20
+#   KT_CONTROLLER_BASE_PORT   default KT_BASE_PORT+10; KT_METRICS_BASE_PORT default 0 (a free port
+#                       per node: the /readyz listener dev-cluster waits for)
 #   KT_TOOL_TIMEOUT     seconds one tool run (kt) may take (default 60)
 #   KT_CHECK_TIMEOUT    seconds one check may take (default 150)
 #   KT_ONLY             run only the checks whose name matches this extended regexp
@@ -80,7 +81,7 @@ mkdir -p "$WORK"
 
 KT_BASE_PORT="${KT_BASE_PORT:-41200}"
 KT_CONTROLLER_BASE_PORT="${KT_CONTROLLER_BASE_PORT:-$((KT_BASE_PORT + 10))}"
-KT_METRICS_BASE_PORT="${KT_METRICS_BASE_PORT:-$((KT_BASE_PORT + 20))}"
+KT_METRICS_BASE_PORT="${KT_METRICS_BASE_PORT:-0}"
 KT_TOOL_TIMEOUT="${KT_TOOL_TIMEOUT:-60}"
 KT_CHECK_TIMEOUT="${KT_CHECK_TIMEOUT:-150}"
 KT_ONLY="${KT_ONLY:-}"
@@ -165,9 +166,13 @@ sets=(--set group.initial.rebalance.delay.ms=0
   --set super.users=User:ANONYMOUS)
 for kv in ${KT_CLUSTER_SETS:-}; do sets+=(--set "$kv"); done
 BOOTSTRAP="127.0.0.1:$KT_BASE_PORT,127.0.0.1:$((KT_BASE_PORT + 1)),127.0.0.1:$((KT_BASE_PORT + 2))"
+for p in "$KT_BASE_PORT" $((KT_BASE_PORT + 1)) $((KT_BASE_PORT + 2)) \
+  "$KT_CONTROLLER_BASE_PORT" $((KT_CONTROLLER_BASE_PORT + 1)) $((KT_CONTROLLER_BASE_PORT + 2)); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then log "127.0.0.1:$p is already in use (KT_BASE_PORT picks others)"; exit 2; fi
+done
 log "starting weir dev-cluster -n 3 on $BOOTSTRAP (data in $DATA)"
 "$WEIR" dev-cluster -n 3 --dir "$DATA" --base-port "$KT_BASE_PORT" \
-  --controller-base-port "$KT_CONTROLLER_BASE_PORT" --metrics-base-port "$KT_METRICS_BASE_PORT" \
+  --controller-base-port "$KT_CONTROLLER_BASE_PORT" --metrics-base-port "$KT_METRICS_BASE_PORT" --start-timeout 110s \
   "${sets[@]}" >"$OUT/dev-cluster.log" 2>&1 </dev/null &
 CLUSTER_PID=$!
 ready=0
