@@ -30,6 +30,8 @@
 #   KT_CHECK_TIMEOUT    seconds one check may take (default 150)
 #   KT_ONLY             run only the checks whose name matches this extended regexp
 #   KT_DEBUG=1          the tools log at DEBUG (the admin client says which API failed)
+#   KT_CDS=0            no class-data-sharing archive for the tool JVMs (default: one is made)
+#   KT_JAVA_OPTS        JVM options of every tool run (default: small heap, serial GC, C1 only)
 #   KT_KEEP=1           keep the cluster's data dir (its path is printed)
 #   KT_CLUSTER_SETS     extra `--set key=value` words for every node (space-separated key=value)
 #   KT_BOOTSTRAP        use this running cluster (host:port,...) instead of starting one, e.g. a
