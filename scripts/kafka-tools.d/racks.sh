@@ -48,10 +48,11 @@ racks_of_brokers() {
   sed -nE 's/.*\(id: ([0-9]+) rack: ([^ )]+).*/\1 \2/p' "$KT_LAST" | sort -u
 }
 
-check_racks_topic_placement() {
+check_racks_placement_and_fetch() {
   racks_cluster_up || { racks_cluster_down; return 1; }
   local rc=0
   racks_check_placement || rc=1
+  racks_check_follower_fetch || rc=1
   racks_cluster_down
   return $rc
 }
@@ -91,4 +92,31 @@ racks_check_placement() {
     [[ $(tr ' ' '\n' <<<"$racks" | grep . | sort -u | wc -l) == 3 ]] ||
       fail "after --alter: replicas $reps in racks $racks" || return 1
   done < <(grep -E "^	?Topic: $t	Partition:" "$KT_LAST")
+}
+
+# racks_bytes_out NODE TOPIC: record bytes node NODE returned to consumers for TOPIC (its metrics).
+racks_bytes_out() {
+  local port=$(( ${RACKS_BASE_PORT:-40500} + 20 + $1 - 1 ))
+  curl -s "http://127.0.0.1:$port/metrics" |
+    awk -v t="$2" 'index($0, "weir_topic_bytes_out_total{topic=\"" t "\"}") == 1 {v = $2} END {print v + 0}'
+}
+
+# Kafka's console consumer with client.rack=rack-b reads a partition led by broker 1 (rack-a)
+# from broker 2 (rack-b): broker 2 returned the record bytes, the leader none.
+racks_check_follower_fetch() {
+  local t=racks-near
+  kt TopicCommand --bootstrap-server "$RACKS_BOOTSTRAP" --create --topic $t --replica-assignment 1:2:3 || return 1
+  retry 20 eval 'kt TopicCommand --bootstrap-server "$RACKS_BOOTSTRAP" --describe --topic '$t' >/dev/null &&
+      expect_out "Partition: 0	Leader: 1	Replicas: 1,2,3	Isr: 1,2,3"' || return 1
+  seq 1 200 | sed 's/.*/near-&/' >"$WORK/racks-near.txt"
+  weir_cli produce --topic $t --acks all --bootstrap "$RACKS_BOOTSTRAP" <"$WORK/racks-near.txt" >/dev/null || return 1
+  kt org.apache.kafka.tools.consumer.ConsoleConsumer --bootstrap-server "$RACKS_BOOTSTRAP" --topic $t \
+    --partition 0 --offset earliest --max-messages 200 --timeout-ms 30000 \
+    --consumer-property client.rack=rack-b >/dev/null || return 1
+  expect_count 200 '^near-[0-9]+$' || return 1
+  local leader near
+  leader=$(racks_bytes_out 1 $t) near=$(racks_bytes_out 2 $t)
+  echo "record bytes returned to consumers: broker 1 (leader, rack-a) $leader, broker 2 (rack-b) $near"
+  [[ "$leader" == 0 && "$near" -gt 0 ]] ||
+    fail "client.rack=rack-b: broker 1 returned $leader bytes, broker 2 $near; want all from broker 2" || return 1
 }
