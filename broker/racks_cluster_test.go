@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,10 +27,37 @@ import (
 	"github.com/weir-mq/weir/internal/testcluster/tbcluster"
 )
 
-// startRackCluster starts n brokers whose broker.rack is racks[id] (read at each start, under
-// mu, so a test may move a broker to another rack before restarting it), on ports from base.
-func startRackCluster(t *testing.T, n, base int, mu *sync.Mutex, racks map[int32]string, extra map[string]string) *testCluster {
+// racksPortBase returns the first base in this part's port range (40400-40599, in steps of 30)
+// whose ports base..base+n-1, +10 and +20 (Kafka, controller, metrics) can all be bound now:
+// the range lies among the ephemeral ports, where a client connection may hold one.
+func racksPortBase(t *testing.T, n int) int {
 	t.Helper()
+	for base := 40400; base+29 <= 40599; base += 30 {
+		free := true
+		for _, off := range []int{0, 10, 20} {
+			for i := range n {
+				l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off+i))
+				if err != nil {
+					free = false
+					break
+				}
+				l.Close()
+			}
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("no free block of ports in 40400-40599")
+	return 0
+}
+
+// startRackCluster starts n brokers whose broker.rack is racks[id] (read at each start, under
+// mu, so a test may move a broker to another rack before restarting it), on free ports of this
+// part's range.
+func startRackCluster(t *testing.T, n int, mu *sync.Mutex, racks map[int32]string, extra map[string]string) *testCluster {
+	t.Helper()
+	base := racksPortBase(t, n)
 	props := map[string]string{"group.initial.rebalance.delay.ms": "0"}
 	for k, v := range extra {
 		props[k] = v
@@ -123,7 +151,7 @@ func rackSpread(t *testing.T, c *testCluster, adm *kadm.Client, topic string, ra
 func TestClusterRackPlacement(t *testing.T) {
 	var mu sync.Mutex
 	racks := map[int32]string{1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
-	c := startRackCluster(t, 6, 40400, &mu, racks, nil)
+	c := startRackCluster(t, 6, &mu, racks, nil)
 	cl := c.client()
 	adm := kadm.NewClient(cl)
 	waitRacks(t, cl, racks)
@@ -259,7 +287,7 @@ func racksProduce(t *testing.T, cl *kgo.Client, topic string, from, n int) {
 func TestClusterFetchFromFollower(t *testing.T) {
 	var mu sync.Mutex
 	racks := map[int32]string{1: "rack-a", 2: "rack-b", 3: "rack-c"}
-	c := startRackCluster(t, 3, 40440, &mu, racks, map[string]string{
+	c := startRackCluster(t, 3, &mu, racks, map[string]string{
 		"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"})
 	plain := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(plain)
