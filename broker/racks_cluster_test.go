@@ -406,4 +406,49 @@ func TestClusterFetchFromFollower(t *testing.T) {
 	if p := fetch(2, 12, "", n1+n2+100); p.ErrorCode != kerr.OffsetOutOfRange.Code {
 		t.Errorf("follower past its log end: error %d, want OFFSET_OUT_OF_RANGE", p.ErrorCode)
 	}
+
+	// How long a record takes from the producer to a consumer waiting on the follower, and on
+	// the leader (logged, not judged: the follower learns the high watermark from its next
+	// fetch response).
+	const samples = 5
+	next := n1 + n2
+	for _, rack := range []string{"rack-b", ""} {
+		opts := []kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(int64(next))}})}
+		if rack != "" {
+			opts = append(opts, kgo.Rack(rack))
+		}
+		cons := c.client(opts...)
+		var lat []time.Duration
+		for range samples {
+			done := make(chan time.Time, 1)
+			go func() {
+				pctx, pcancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer pcancel()
+				for {
+					fs := cons.PollFetches(pctx)
+					if pctx.Err() != nil {
+						close(done)
+						return
+					}
+					seen := false
+					fs.EachRecord(func(r *kgo.Record) { seen = seen || string(r.Value) == "v"+strconv.Itoa(next) })
+					if seen {
+						done <- time.Now()
+						return
+					}
+				}
+			}()
+			time.Sleep(200 * time.Millisecond) // the consumer is parked on its fetch
+			start := time.Now()
+			racksProduce(t, plain, topic, next, 1)
+			at, ok := <-done
+			if !ok {
+				t.Fatalf("record %d not consumed (rack %q)", next, rack)
+			}
+			lat = append(lat, at.Sub(start).Round(time.Millisecond))
+			next++
+		}
+		t.Logf("produce (acks=all) to consume, consumer rack %q: %v", rack, lat)
+		cons.Close()
+	}
 }
