@@ -636,6 +636,9 @@ func (s *fetchSession) respond(epoch int32, items []fetchItem) bool {
 		if r.errorCode != 0 {
 			must, sp.hw = true, -1 // resent once the error goes away
 		}
+		if r.preferred {
+			must = true // a preferred read replica is always answered (KIP-392, racks.go)
+		}
 		it.include = must
 		if r.slice.Length > 0 {
 			moved = append(moved, idx)
