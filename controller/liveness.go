@@ -177,6 +177,7 @@ func (c *Controller) leaderLoop() {
 	tick = max(tick, 5*time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	var maint leaderMaint // leader election and balance (elect.go)
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -215,6 +216,7 @@ func (c *Controller) leaderLoop() {
 			continue
 		}
 		c.checkSessions()
+		c.maintainLeaders(&maint)
 	}
 }
 
