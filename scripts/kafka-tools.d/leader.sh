@@ -45,12 +45,15 @@ check_leader_unclean_not_needed() {
 
 # A partition of an unknown topic: the tool reports the failure and exits non-zero.
 check_leader_unknown_topic_fails() {
-	if kt org.apache.kafka.tools.LeaderElectionCommand --bootstrap-server "$BOOTSTRAP" \
-		--election-type PREFERRED --topic leader-no-such-topic --partition 0; then
+	local out
+	if out=$(kt org.apache.kafka.tools.LeaderElectionCommand --bootstrap-server "$BOOTSTRAP" \
+		--election-type PREFERRED --topic leader-no-such-topic --partition 0 2>&1); then
+		echo "$out"
 		echo "election of an unknown topic's partition succeeded" >&2
 		return 1
 	fi
-	grep -q "UnknownTopicOrPartition\|does not host this topic-partition\|not exist" "$WORK/check_leader_unknown_topic_fails.out"
+	echo "$out"
+	grep -qi "UnknownTopicOrPartition\|does not host this topic-partition\|not exist" <<<"$out"
 }
 
 # weir's own command: `weir partition elect --type preferred --all`, and the balance table.
