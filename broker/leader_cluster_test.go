@@ -91,8 +91,9 @@ func TestClusterLeaderRollingRestart(t *testing.T) {
 		c.logLeaders(adm, topic, fmt.Sprintf("broker %d stopped", n.id))
 		c.restart(i)
 		c.waitISR(adm, topic, 3, 60*time.Second)
+		inISR := time.Now()
 		c.waitBalanced(adm, topic, 30*time.Second)
-		c.logLeaders(adm, topic, fmt.Sprintf("broker %d restarted", n.id))
+		c.logLeaders(adm, topic, fmt.Sprintf("broker %d restarted (balanced %v after the full ISR was seen)", n.id, time.Since(inISR).Round(time.Millisecond)))
 	}
 	leads, preferred, _, err := c.leaderCounts(adm, topic)
 	if err != nil {
