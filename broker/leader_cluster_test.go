@@ -184,16 +184,38 @@ func createAssigned(t *testing.T, cl *kgo.Client, topic string, replicas ...int3
 	}
 }
 
-// strandPartitions leaves partition 0 of each topic (replicas [leader, follower]) with an ISR
-// of only its leader, then kills the leader: the partitions are leaderless, their ISR is a
-// dead broker, and the follower is alive again but out of the ISR. It returns the index of
-// the killed leader's node.
-func (c *testCluster) strandPartitions(adm *kadm.Client, leader, follower int32, topics ...string) int {
+// strandReplicas picks the two brokers that are not the active controller: the replicas of
+// the partitions strandPartitions strands, so that the controller quorum keeps its leader
+// through it.
+func (c *testCluster) strandReplicas(adm *kadm.Client) (leader, follower int32) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	md, err := adm.BrokerMetadata(ctx)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var ids []int32
+	for _, n := range c.nodes {
+		if n.id != md.Controller {
+			ids = append(ids, n.id)
+		}
+	}
+	if len(ids) != 2 {
+		c.t.Fatalf("controller %d, brokers %v", md.Controller, ids)
+	}
+	return ids[0], ids[1]
+}
+
+// strandPartitions leaves partition 0 of each topic (replicas [leader, follower]) leaderless
+// with an ISR of only the dead leader, and the follower alive but out of the ISR: the
+// follower is killed (it leaves the ISR), then the leader, then the follower is started again.
+func (c *testCluster) strandPartitions(adm *kadm.Client, leader, follower int32, topics ...string) {
 	c.t.Helper()
 	li, fi := c.index(leader), c.index(follower)
-	c.signal(fi, syscall.SIGSTOP)
+	c.signal(fi, syscall.SIGKILL)
 	for _, topic := range topics {
-		waitFor(c.t, 20*time.Second, "the paused follower out of the ISR of "+topic, func() (bool, string) {
+		waitFor(c.t, 20*time.Second, "the killed follower out of the ISR of "+topic, func() (bool, string) {
 			ps, err := c.partitions(adm, topic)
 			if err != nil {
 				return false, err.Error()
@@ -202,7 +224,7 @@ func (c *testCluster) strandPartitions(adm *kadm.Client, leader, follower int32,
 		})
 	}
 	c.signal(li, syscall.SIGKILL)
-	c.signal(fi, syscall.SIGCONT)
+	c.restart(fi)
 	for _, topic := range topics {
 		waitFor(c.t, 20*time.Second, topic+" leaderless", func() (bool, string) {
 			ps, err := c.partitions(adm, topic)
@@ -212,7 +234,6 @@ func (c *testCluster) strandPartitions(adm *kadm.Client, leader, follower int32,
 			return ps[0].Leader < 0, fmt.Sprintf("%+v", ps[0])
 		})
 	}
-	return li
 }
 
 // TestClusterUncleanElection: ElectLeaders UNCLEAN on a partition whose ISR is only a dead
@@ -223,9 +244,10 @@ func TestClusterUncleanElection(t *testing.T) {
 	cl := c.client()
 	adm := kadm.NewClient(cl)
 	const topic = "unclean-elect"
-	createAssigned(t, cl, topic, 1, 2)
+	leader, follower := c.strandReplicas(adm)
+	createAssigned(t, cl, topic, leader, follower)
 	c.waitISR(adm, topic, 2, 30*time.Second)
-	c.strandPartitions(adm, 1, 2, topic)
+	c.strandPartitions(adm, leader, follower, topic)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {0: {}}})
@@ -243,13 +265,13 @@ func TestClusterUncleanElection(t *testing.T) {
 		r := res[topic][0]
 		return r.Err == nil, fmt.Sprintf("%v %s", r.Err, r.ErrMessage)
 	})
-	// Every broker answers Metadata from its own image: broker 2, just resumed, may lag.
-	waitFor(t, 10*time.Second, "broker 2 the only ISR member and leader", func() (bool, string) {
+	// Every broker answers Metadata from its own image: the restarted one may lag.
+	waitFor(t, 10*time.Second, "the follower the only ISR member and leader", func() (bool, string) {
 		ps, err := c.partitions(adm, topic)
 		if err != nil {
 			return false, err.Error()
 		}
-		return ps[0].Leader == 2 && slices.Equal(ps[0].ISR, []int32{2}), fmt.Sprintf("%+v", ps[0])
+		return ps[0].Leader == follower && slices.Equal(ps[0].ISR, []int32{follower}), fmt.Sprintf("%+v", ps[0])
 	})
 	res, err = adm.ElectLeaders(ctx, kadm.ElectLiveReplica, kadm.TopicsSet{topic: {0: {}}})
 	if err != nil {
@@ -268,12 +290,13 @@ func TestClusterUncleanDynamicEnable(t *testing.T) {
 	cl := c.client()
 	adm := kadm.NewClient(cl)
 	const byTopic, byBroker = "unclean-topic", "unclean-broker"
-	createAssigned(t, cl, byTopic, 1, 2)
-	createAssigned(t, cl, byBroker, 1, 2)
+	leader, follower := c.strandReplicas(adm)
+	createAssigned(t, cl, byTopic, leader, follower)
+	createAssigned(t, cl, byBroker, leader, follower)
 	c.waitISR(adm, byTopic, 2, 30*time.Second)
 	c.waitISR(adm, byBroker, 2, 30*time.Second)
-	c.strandPartitions(adm, 1, 2, byTopic, byBroker)
-	time.Sleep(3 * time.Second) // broker 2 unfenced by now: still no leader, unclean is off
+	c.strandPartitions(adm, leader, follower, byTopic, byBroker)
+	time.Sleep(2 * time.Second) // still no leader: unclean election is off
 	for _, topic := range []string{byTopic, byBroker} {
 		if ps, err := c.partitions(adm, topic); err != nil || ps[0].Leader >= 0 {
 			t.Fatalf("%s before unclean election is enabled: %+v %v", topic, ps[0], err)
@@ -286,19 +309,23 @@ func TestClusterUncleanDynamicEnable(t *testing.T) {
 	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "unclean.leader.election.enable", Value: &on}}, byTopic); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, byTopic+" led by broker 2", func() (bool, string) {
+	waitFor(t, 5*time.Second, byTopic+" led by the follower", func() (bool, string) {
 		ps, err := c.partitions(adm, byTopic)
 		if err != nil {
 			return false, err.Error()
 		}
-		return ps[0].Leader == 2, fmt.Sprintf("%+v", ps[0])
+		return ps[0].Leader == follower, fmt.Sprintf("%+v", ps[0])
 	})
 	t.Logf("topic config: leader elected %v after the change", time.Since(start))
 	if ps, err := c.partitions(adm, byBroker); err != nil || ps[0].Leader >= 0 {
 		t.Fatalf("%s has a leader, but only %s allows unclean election: %+v %v", byBroker, byTopic, ps[0], err)
 	}
 	start = time.Now()
-	for _, id := range []int32{2, 3} { // the live brokers; the active controller's value decides
+	for _, n := range c.nodes { // the live brokers; the active controller's value decides
+		id := n.id
+		if id == leader {
+			continue
+		}
 		rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "unclean.leader.election.enable", Value: &on}}, id)
 		if err == nil {
 			var r kadm.AlterConfigsResponse
@@ -310,12 +337,12 @@ func TestClusterUncleanDynamicEnable(t *testing.T) {
 			t.Fatalf("broker %d: %v", id, err)
 		}
 	}
-	waitFor(t, 5*time.Second, byBroker+" led by broker 2", func() (bool, string) {
+	waitFor(t, 5*time.Second, byBroker+" led by the follower", func() (bool, string) {
 		ps, err := c.partitions(adm, byBroker)
 		if err != nil {
 			return false, err.Error()
 		}
-		return ps[0].Leader == 2, fmt.Sprintf("%+v", ps[0])
+		return ps[0].Leader == follower, fmt.Sprintf("%+v", ps[0])
 	})
 	t.Logf("broker config: leader elected %v after the change", time.Since(start))
 }
