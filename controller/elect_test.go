@@ -1,8 +1,12 @@
 package controller
 
 import (
+	"fmt"
+	"net"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -189,4 +193,145 @@ func TestElectRPCValidation(t *testing.T) {
 	if err := validateRequest(&request{Op: reqElectLeaders, Elect: &ElectLeadersRequest{Type: ElectUnclean, Partitions: []TopicPartition{{"t", 0}}}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// newBalanceCluster starts n in-process voters whose configs tweak adjusts (leader balance,
+// unclean election).
+func newBalanceCluster(t *testing.T, n int, tweak func(*Config)) *testCluster {
+	cl := &testCluster{t: t, dirs: map[int32]string{}, addrs: map[int32]string{}, nodes: map[int32]*Controller{}, sec: map[int32]*PortSecurity{}}
+	lns := map[int32]net.Listener{}
+	for i := int32(1); i <= int32(n); i++ {
+		lns[i] = listenRetry(t, "127.0.0.1:0")
+		cl.addrs[i] = lns[i].Addr().String()
+		cl.dirs[i] = t.TempDir()
+		cl.voters = append(cl.voters, Voter{ID: i, Addr: cl.addrs[i]})
+	}
+	t.Cleanup(func() {
+		for _, c := range cl.nodes {
+			c.Close()
+		}
+	})
+	for i := int32(1); i <= int32(n); i++ {
+		cfg := cl.config(i, lns[i])
+		tweak(&cfg)
+		c, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.nodes[i] = c
+	}
+	for i, c := range cl.nodes {
+		if err := c.WaitReady(ctxT(t, 15*time.Second)); err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+	}
+	return cl
+}
+
+// TestLeaderBalanceOnISRJoin: on a 3-voter controller with auto.leader.rebalance.enable and a
+// check interval far away, a broker that comes back and rejoins the ISR of a partition it is
+// the preferred replica of leads it again within a few seconds (the ISR-join trigger); with
+// auto balance off it does not.
+func TestLeaderBalanceOnISRJoin(t *testing.T) {
+	for _, auto := range []bool{true, false} {
+		t.Run(fmt.Sprintf("auto=%v", auto), func(t *testing.T) {
+			cl := newBalanceCluster(t, 3, func(c *Config) {
+				c.AutoLeaderRebalance = auto
+				c.LeaderImbalanceCheckInterval = time.Hour
+				c.LeaderImbalancePerBrokerPercentage = 10
+			})
+			ctx := ctxT(t, 30*time.Second)
+			l := cl.leader()
+			if _, err := l.CreateTopic(ctx, CreateTopicRequest{Name: "b", Assignment: [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}}); err != nil {
+				t.Fatal(err)
+			}
+			// Broker 1 leaves (fenced after its session) and comes back: it is alive again
+			// but out of the ISR of b-0, which broker 2 leads now.
+			victim := cl.follower()
+			vid := victim.cfg.NodeID
+			part := vid - 1 // b-part has vid as preferred replica
+			cl.stop(vid)
+			eventually(t, 10*time.Second, "leadership moved", func() error {
+				if p := cl.leader().Image().Topics["b"].Partitions[part]; p.Leader == vid || p.Leader < 0 || slices.Contains(p.ISR, vid) {
+					return fmt.Errorf("%+v", p)
+				}
+				return nil
+			})
+			cl.restart(vid)
+			if err := cl.nodes[vid].WaitReady(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(1500 * time.Millisecond)
+			l = cl.leader()
+			p := l.Image().Topics["b"].Partitions[part]
+			if p.Leader == vid {
+				t.Fatalf("broker %d leads b-%d before it is back in the ISR: %+v", vid, part, p)
+			}
+			// Its leader takes it back into the ISR (as the data plane does once it caught up).
+			if _, err := l.AlterPartition(ctx, AlterPartitionRequest{Topic: "b", Partition: part, LeaderID: p.Leader,
+				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: append(slices.Clone(p.ISR), vid)}); err != nil {
+				t.Fatal(err)
+			}
+			if !auto {
+				time.Sleep(3 * time.Second)
+				if q := cl.leader().Image().Topics["b"].Partitions[part]; q.Leader == vid {
+					t.Fatalf("auto balance off, yet broker %d leads b-%d again: %+v", vid, part, q)
+				}
+				return
+			}
+			start := time.Now()
+			eventually(t, 5*time.Second, "preferred leader back", func() error {
+				if q := cl.leader().Image().Topics["b"].Partitions[part]; q.Leader != vid || q.LeaderEpoch <= p.LeaderEpoch {
+					return fmt.Errorf("%+v", q)
+				}
+				return nil
+			})
+			t.Logf("broker %d leads b-%d again %v after rejoining its ISR", vid, part, time.Since(start))
+		})
+	}
+}
+
+// TestUncleanTurnedOn: a leaderless partition whose topic starts allowing unclean election
+// (nothing changes in the metadata: the setting is read through Config.UncleanLeaderElection)
+// gets a live out-of-ISR replica as leader within the unclean check interval.
+func TestUncleanTurnedOn(t *testing.T) {
+	var allow atomic.Bool
+	cl := newBalanceCluster(t, 3, func(c *Config) {
+		c.UncleanLeaderElection = func(topic string) bool { return topic == "u" && allow.Load() }
+	})
+	ctx := ctxT(t, 30*time.Second)
+	l := cl.leader()
+	lid := l.cfg.NodeID
+	f := cl.follower()
+	fid := f.cfg.NodeID
+	if _, err := l.CreateTopic(ctx, CreateTopicRequest{Name: "u", Assignment: [][]int32{{fid, lid}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The follower lid leaves the ISR (its leader fid says so), then fid stops: leaderless,
+	// ISR [fid], lid alive and out of the ISR.
+	p := l.Image().Topics["u"].Partitions[0]
+	if _, err := l.AlterPartition(ctx, AlterPartitionRequest{Topic: "u", Partition: 0, LeaderID: fid,
+		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, ISR: []int32{fid}}); err != nil {
+		t.Fatal(err)
+	}
+	cl.stop(fid)
+	eventually(t, 10*time.Second, "leaderless", func() error {
+		if q := cl.leader().Image().Topics["u"].Partitions[0]; q.Leader >= 0 {
+			return fmt.Errorf("%+v", q)
+		}
+		return nil
+	})
+	time.Sleep(1500 * time.Millisecond)
+	if q := cl.leader().Image().Topics["u"].Partitions[0]; q.Leader >= 0 {
+		t.Fatalf("unclean off, yet %+v", q)
+	}
+	allow.Store(true)
+	start := time.Now()
+	eventually(t, 5*time.Second, "unclean leader", func() error {
+		if q := cl.leader().Image().Topics["u"].Partitions[0]; q.Leader != lid || !slices.Equal(q.ISR, []int32{lid}) {
+			return fmt.Errorf("%+v", q)
+		}
+		return nil
+	})
+	t.Logf("unclean leader elected %v after the setting changed", time.Since(start))
 }
