@@ -18,7 +18,8 @@ leader_topic() {
 
 # kafka-leader-election.sh --election-type PREFERRED --all-topic-partitions: succeeds on a
 # balanced cluster (nothing to do: Kafka leaves partitions whose election is not needed out of
-# the answer, and the tool prints that no election was needed).
+# the answer). It names every topic, other checks' too, but a preferred election only moves a
+# leadership back to its preferred replica, which the automatic leader balance does anyway.
 check_leader_preferred_all() {
 	leader_topic leader-all 6 3 || return 1
 	kt org.apache.kafka.tools.LeaderElectionCommand --bootstrap-server "$BOOTSTRAP" \
@@ -34,6 +35,17 @@ check_leader_preferred_partition() {
 		--election-type PREFERRED --topic leader-one --partition 0) || return 1
 	echo "$out"
 	grep -q "leader-one-0" <<<"$out"
+}
+
+# --path-to-json-file with this check's partitions.
+check_leader_preferred_json() {
+	leader_topic leader-json 2 3 || return 1
+	echo '{"partitions":[{"topic":"leader-json","partition":0},{"topic":"leader-json","partition":1}]}' >"$WORK/leader-json.json"
+	local out
+	out=$(kt org.apache.kafka.tools.LeaderElectionCommand --bootstrap-server "$BOOTSTRAP" \
+		--election-type PREFERRED --path-to-json-file "$WORK/leader-json.json") || return 1
+	echo "$out"
+	grep -q "leader-json-0" <<<"$out" && grep -q "leader-json-1" <<<"$out"
 }
 
 # --election-type UNCLEAN on a led partition: ELECTION_NOT_NEEDED, exit 0.
