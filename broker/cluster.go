@@ -72,6 +72,7 @@ func (b *Broker) startController(adv []ListenerSpec) error {
 		AutoLeaderRebalance:                keyAutoLeaderRebalanceEnable.Get(b.cfg),
 		LeaderImbalanceCheckInterval:       time.Duration(min(keyLeaderImbalanceCheckInterval.Get(b.cfg), int64(math.MaxInt64/time.Second))) * time.Second,
 		LeaderImbalancePerBrokerPercentage: keyLeaderImbalancePerBrokerPercentage.Get(b.cfg),
+		Rack:                               keyBrokerRack.Get(b.cfg), // racks.go
 	})
 	if err != nil {
 		return fmt.Errorf("start controller: %w", err)

@@ -64,6 +64,8 @@ type Config struct {
 	AutoLeaderRebalance                bool
 	LeaderImbalanceCheckInterval       time.Duration
 	LeaderImbalancePerBrokerPercentage int
+	// Rack is this broker's broker.rack ("" none), carried in its registration (racks, issue 14).
+	Rack string
 
 	// listener, if set, is used instead of listening on the node's address (tests).
 	listener net.Listener

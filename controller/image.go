@@ -31,6 +31,8 @@ type BrokerInfo struct {
 	Principal string `json:",omitempty"`
 	// Incarnation is the id of the broker process of the latest registration (random per start).
 	Incarnation string `json:",omitempty"`
+	// Racks (issue 14): Rack is the broker's broker.rack, "" when it has none (Kafka's null).
+	Rack string `json:",omitempty"`
 }
 
 // PartitionInfo is the controller's view of one partition.
@@ -148,6 +150,8 @@ type command struct {
 	Incarnation string `json:"incarnation,omitempty"`
 	// Leader election and balance (elect.go): the leader changes of an elect_leaders command.
 	Elect []leaderChange `json:"elect,omitempty"`
+	// Racks (issue 14): the rack of a registration (BrokerInfo.Rack).
+	Rack string `json:"rack,omitempty"`
 }
 
 // applyResult is what the FSM returns for a command (seen by the proposer on the raft leader).
@@ -345,6 +349,7 @@ func apply(old *Image, index uint64, cmd *command) (*Image, *applyResult) {
 		prev, existed := b.img.Brokers[cmd.BrokerID]
 		bi := BrokerInfo{ID: cmd.BrokerID, Endpoints: slices.Clone(cmd.Endpoints), Fenced: true, Epoch: int64(index),
 			Principal: cmd.Principal, Incarnation: cmd.Incarnation}
+		bi.Rack = cmd.Rack // racks (issue 14)
 		if existed {
 			bi.Fenced = prev.Fenced
 		}

@@ -338,6 +338,8 @@ type request struct {
 	Incarnation string `json:"incarnation,omitempty"`
 	// Elect is an ElectLeaders request (elect.go).
 	Elect *ElectLeadersRequest `json:"elect,omitempty"`
+	// Racks (issue 14): Rack is the heartbeating broker's broker.rack ("" none).
+	Rack string `json:"rack,omitempty"`
 }
 
 type response struct {

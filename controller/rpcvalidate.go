@@ -143,11 +143,11 @@ func validateRequest(req *request) error {
 		return kerrf(kerr.InvalidRequest, "controller rpc %s: "+format, append([]any{req.Op}, args...)...)
 	}
 	// Which optional fields each operation may set.
-	type fields struct{ broker, endpoints, addr, register, create, name, total, assignment, configs, alter, n, kind, puts, deletes, incarnation, elect bool }
+	type fields struct{ broker, endpoints, addr, register, create, name, total, assignment, configs, alter, n, kind, puts, deletes, incarnation, rack, elect bool }
 	var f fields
 	switch req.Op {
 	case reqHeartbeat:
-		f = fields{broker: true, endpoints: true, addr: true, register: true, incarnation: true}
+		f = fields{broker: true, endpoints: true, addr: true, register: true, incarnation: true, rack: true}
 	case reqControlledStop:
 		f = fields{broker: true}
 	case reqCreateTopic:
@@ -177,7 +177,7 @@ func validateRequest(req *request) error {
 		!f.create && req.CreateTopic != nil, !f.name && req.Name != "", !f.total && req.Total != 0,
 		!f.assignment && req.Assignment != nil, !f.configs && req.Configs != nil, !f.alter && req.AlterPartition != nil,
 		!f.n && req.N != 0, !f.kind && req.Kind != "", !f.puts && req.Puts != nil, !f.deletes && req.Deletes != nil,
-		!f.incarnation && req.Incarnation != "", !f.elect && req.Elect != nil:
+		!f.incarnation && req.Incarnation != "", !f.rack && req.Rack != "", !f.elect && req.Elect != nil:
 		return bad("field not used by this operation")
 	}
 	if req.TimeoutMs < 0 {
@@ -194,7 +194,7 @@ func validateRequest(req *request) error {
 			return bad("bad endpoint")
 		}
 	}
-	if len(req.Addr) > maxAddrLen || len(req.Incarnation) > maxNameLen {
+	if len(req.Addr) > maxAddrLen || len(req.Incarnation) > maxNameLen || len(req.Rack) > maxNameLen {
 		return bad("address or incarnation too long")
 	}
 	if len(req.Name) > maxNameLen {
