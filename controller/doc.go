@@ -22,11 +22,13 @@
 // Files by concern: controller.go (types, the read side: Image, Changed, ActiveID, WaitReady),
 // lifecycle.go (Start, ControlledShutdown, Close), requests.go (the operations, their routing to
 // the raft leader and their execution there), liveness.go (registration, heartbeats, takeover,
-// fencing), placement.go (where new partitions go).
+// fencing), placement.go (where new partitions go), elect.go (ElectLeaders, leader balance and
+// unclean election once it is allowed, run by leaderLoop on the active controller).
 //
 // Goroutines: hashicorp/raft's own; three per Controller started by Start and stopped by Close
 // (heartbeatLoop registers and heartbeats this broker to the active controller; leaderLoop takes
-// over as active controller after an election and fences brokers whose session ended;
+// over as active controller after an election, fences brokers whose session ended and moves
+// leaderships back to preferred replicas (elect.go);
 // watchPeers records which voters raft cannot reach); on a multi-node quorum the port's accept
 // loop, one goroutine per accepted connection until raft's transport takes a raft connection
 // over or the RPC connection closes, and one per RPC in flight that cancels it on Close. An

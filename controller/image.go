@@ -123,6 +123,7 @@ const (
 	opAllocPIDs        = "alloc_pids"
 	opInitCluster      = "init_cluster"
 	opPutRecords       = "put_records"
+	opElectLeaders     = "elect_leaders" // leader election and balance (elect.go)
 )
 
 // command is one entry of the metadata log. Everything non-deterministic (placement, random
@@ -147,6 +148,8 @@ type command struct {
 	// Principal and Incarnation of a registration (BrokerInfo).
 	Principal   string `json:"principal,omitempty"`
 	Incarnation string `json:"incarnation,omitempty"`
+	// Leader election and balance (elect.go): the leader changes of an elect_leaders command.
+	Elect []leaderChange `json:"elect,omitempty"`
 	// Racks (issue 14): the rack of a registration (BrokerInfo.Rack).
 	Rack string `json:"rack,omitempty"`
 }
@@ -463,6 +466,8 @@ func apply(old *Image, index uint64, cmd *command) (*Image, *applyResult) {
 		versions[cmd.Kind] = index
 		b.img.RecordsIndex = versions
 		b.changed = true
+	case opElectLeaders:
+		b.electLeaders(cmd.Elect)
 	case opInitCluster:
 		// The first controller's cluster id wins; later ones are ignored.
 		if b.img.ClusterID == "" && cmd.ClusterID != "" {

@@ -178,6 +178,7 @@ func (c *Controller) leaderLoop() {
 	tick = max(tick, 5*time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	var maint leaderMaint // leader election and balance (elect.go)
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -216,6 +217,7 @@ func (c *Controller) leaderLoop() {
 			continue
 		}
 		c.checkSessions()
+		c.maintainLeaders(&maint)
 	}
 }
 

@@ -309,6 +309,8 @@ func (c *Controller) execute(ctx context.Context, req *request, principal string
 		cmd = &command{Op: opControlledStop, BrokerID: req.BrokerID}
 	case reqPutRecords:
 		cmd = &command{Op: opPutRecords, Kind: req.Kind, Puts: req.Puts, Deletes: req.Deletes}
+	case reqElectLeaders:
+		return c.executeElect(ctx, img, req.Elect)
 	case reqSync:
 		// Everything committed so far is applied here once the barrier returns; the caller
 		// waits until its own image has reached the same point.

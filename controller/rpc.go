@@ -313,6 +313,7 @@ const (
 	reqControlledStop   = "controlled_shutdown"
 	reqPutRecords       = "put_records"
 	reqSync             = "sync"
+	reqElectLeaders     = "elect_leaders" // elect.go
 )
 
 type request struct {
@@ -335,6 +336,8 @@ type request struct {
 	// Incarnation identifies the broker process that sends a heartbeat (a random id per start,
 	// as Kafka's BrokerRegistration incarnation id).
 	Incarnation string `json:"incarnation,omitempty"`
+	// Elect is an ElectLeaders request (elect.go).
+	Elect *ElectLeadersRequest `json:"elect,omitempty"`
 	// Racks (issue 14): Rack is the heartbeating broker's broker.rack ("" none).
 	Rack string `json:"rack,omitempty"`
 }
@@ -348,6 +351,8 @@ type response struct {
 	Partition  *PartitionInfo `json:"partition,omitempty"`
 	First      int64          `json:"first,omitempty"`
 	Epoch      int64          `json:"epoch,omitempty"`
+	// Elections are the per-partition results of an ElectLeaders request (elect.go).
+	Elections []ElectionResult `json:"elections,omitempty"`
 }
 
 // remoteError is an error returned by another node: its text, wrapping the Kafka error code.

@@ -49,6 +49,7 @@ var opFrameLimit = map[string]int{
 	reqPutRecords:       maxFrame,
 	reqCreateTopic:      maxFrame,
 	reqCreatePartitions: maxFrame,
+	reqElectLeaders:     maxFrame,
 }
 
 // Bounds of request fields.
@@ -142,7 +143,7 @@ func validateRequest(req *request) error {
 		return kerrf(kerr.InvalidRequest, "controller rpc %s: "+format, append([]any{req.Op}, args...)...)
 	}
 	// Which optional fields each operation may set.
-	type fields struct{ broker, endpoints, addr, register, create, name, total, assignment, configs, alter, n, kind, puts, deletes, incarnation, rack bool }
+	type fields struct{ broker, endpoints, addr, register, create, name, total, assignment, configs, alter, n, kind, puts, deletes, incarnation, rack, elect bool }
 	var f fields
 	switch req.Op {
 	case reqHeartbeat:
@@ -164,6 +165,8 @@ func validateRequest(req *request) error {
 	case reqPutRecords:
 		f = fields{kind: true, puts: true, deletes: true}
 	case reqSync:
+	case reqElectLeaders:
+		f = fields{elect: true}
 	default:
 		return kerrf(kerr.InvalidRequest, "unknown controller request %q", req.Op)
 	}
@@ -174,7 +177,7 @@ func validateRequest(req *request) error {
 		!f.create && req.CreateTopic != nil, !f.name && req.Name != "", !f.total && req.Total != 0,
 		!f.assignment && req.Assignment != nil, !f.configs && req.Configs != nil, !f.alter && req.AlterPartition != nil,
 		!f.n && req.N != 0, !f.kind && req.Kind != "", !f.puts && req.Puts != nil, !f.deletes && req.Deletes != nil,
-		!f.incarnation && req.Incarnation != "", !f.rack && req.Rack != "":
+		!f.incarnation && req.Incarnation != "", !f.rack && req.Rack != "", !f.elect && req.Elect != nil:
 		return bad("field not used by this operation")
 	}
 	if req.TimeoutMs < 0 {
@@ -217,6 +220,11 @@ func validateRequest(req *request) error {
 	if ap := req.AlterPartition; ap != nil {
 		if len(ap.Topic) > maxNameLen || len(ap.ISR) > maxReplicas || ap.Partition < 0 {
 			return bad("bad alter_partition")
+		}
+	}
+	if f.elect {
+		if err := validateElect(req.Elect); err != nil {
+			return bad("%v", err)
 		}
 	}
 	if f.n && (req.N <= 0 || req.N > 1<<30) {
