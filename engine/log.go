@@ -64,6 +64,13 @@ type Log struct {
 	// transactions in first-offset order, nil when none. Written under mu.
 	txnView atomic.Pointer[[]txnState]
 	closed  bool
+	// frozen (move.go): the log is being replaced by its future copy in another log dir; it
+	// takes no write, Close still to run. Guarded by mu.
+	frozen bool
+	// moved (move.go): the log was replaced by its copy in another log dir; a read that finds
+	// its segments closed answers NOT_LEADER_OR_FOLLOWER (the reader looks the log up again),
+	// not OFFSET_OUT_OF_RANGE.
+	moved atomic.Bool
 	// epochs is the leader epoch cache (epochs.go); changed under mu, its file written after.
 	epochs epochCache
 
@@ -319,7 +326,7 @@ func (l *Log) AppendStored(batches []byte) (info AppendInfo, err error) {
 }
 
 func (l *Log) writableLocked() error {
-	if l.closed {
+	if l.closed || l.frozen {
 		return fmt.Errorf("log %s is closed: %w", l.dir, kerr.NotLeaderForPartition)
 	}
 	return l.logDir.Err()
@@ -666,6 +673,9 @@ func (l *Log) Read(offset int64, maxBytes int64, iso Isolation) (segment.Slice, 
 	for offset < boundOffset {
 		seg, ok := l.acquireSegmentFor(offset)
 		if !ok {
+			if l.moved.Load() {
+				return segment.Slice{}, fmt.Errorf("read %s at %d: the log moved to another log dir: %w", l.dir, offset, kerr.NotLeaderForPartition)
+			}
 			return segment.Slice{}, fmt.Errorf("read %s at %d: no segment: %w", l.dir, offset, kerr.OffsetOutOfRange)
 		}
 		pos, h, found, err := seg.TranslateOffset(offset)
