@@ -145,6 +145,8 @@ type command struct {
 	// Principal and Incarnation of a registration (BrokerInfo).
 	Principal   string `json:"principal,omitempty"`
 	Incarnation string `json:"incarnation,omitempty"`
+	// jbod: the replicas of BrokerID in an offline log dir (log_dirs_offline, logdirs.go).
+	OfflineReplicas []PartitionRef `json:"offline_replicas,omitempty"`
 }
 
 // applyResult is what the FSM returns for a command (seen by the proposer on the raft leader).
@@ -464,6 +466,8 @@ func apply(old *Image, index uint64, cmd *command) (*Image, *applyResult) {
 			b.img.ClusterID = cmd.ClusterID
 			b.changed = true
 		}
+	case opLogDirsOffline: // jbod (logdirs.go)
+		b.logDirsOffline(cmd.BrokerID, cmd.OfflineReplicas)
 	default:
 		res.err = kerrf(kerr.InvalidRequest, "unknown command %q", cmd.Op)
 	}

@@ -335,6 +335,8 @@ type request struct {
 	// Incarnation identifies the broker process that sends a heartbeat (a random id per start,
 	// as Kafka's BrokerRegistration incarnation id).
 	Incarnation string `json:"incarnation,omitempty"`
+	// jbod: the sender's replicas in an offline log dir (log_dirs_offline, logdirs.go).
+	OfflineReplicas []PartitionRef `json:"offline_replicas,omitempty"`
 }
 
 type response struct {

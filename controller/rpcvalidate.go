@@ -49,6 +49,7 @@ var opFrameLimit = map[string]int{
 	reqPutRecords:       maxFrame,
 	reqCreateTopic:      maxFrame,
 	reqCreatePartitions: maxFrame,
+	reqLogDirsOffline:   512 << 10, // jbod (logdirs.go)
 }
 
 // Bounds of request fields.
@@ -164,8 +165,16 @@ func validateRequest(req *request) error {
 	case reqPutRecords:
 		f = fields{kind: true, puts: true, deletes: true}
 	case reqSync:
+	case reqLogDirsOffline: // jbod (logdirs.go)
+		f = fields{broker: true}
+		if err := validateOfflineReplicas(req.OfflineReplicas); err != nil {
+			return err
+		}
 	default:
 		return kerrf(kerr.InvalidRequest, "unknown controller request %q", req.Op)
+	}
+	if req.Op != reqLogDirsOffline && req.OfflineReplicas != nil {
+		return bad("field not used by this operation")
 	}
 	switch {
 	case !f.broker && req.BrokerID != 0:
