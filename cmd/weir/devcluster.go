@@ -24,7 +24,7 @@ import (
 	"github.com/weir-mq/weir/internal/testcluster"
 )
 
-const devClusterUsage = `usage: weir dev-cluster [-n 3] [--dir ./data-cluster] [--base-port 9092] [--controller-base-port 19093] [--set key=value ...]
+const devClusterUsage = `usage: weir dev-cluster [-n 3] [--dir ./data-cluster] [--base-port 9092] [--controller-base-port 19093] [--log-dirs-per-node 1] [--set key=value ...]
 
 Starts n brokers on 127.0.0.1, every one also a controller quorum voter: node i listens on
 base-port+i-1 (controller on controller-base-port+i-1) with data and its log (weir.log) in
@@ -57,6 +57,9 @@ type devClusterConfig struct {
 	sets               map[string]string
 	startTimeout       time.Duration
 	stopTimeout        time.Duration
+	// logDirsPerNode (jbod) is --log-dirs-per-node: more than 1 gives each node that many log
+	// dirs, DIR/node-i/disk-1..N.
+	logDirsPerNode int
 }
 
 func parseDevClusterArgs(args []string, stdout io.Writer) (*devClusterConfig, error) {
@@ -75,6 +78,7 @@ func parseDevClusterArgs(args []string, stdout io.Writer) (*devClusterConfig, er
 	fs.Var(setFlags(c.sets), "set", "config key=value for every node (repeatable), as weir serve --set")
 	fs.DurationVar(&c.startTimeout, "start-timeout", 60*time.Second, "how long to wait for every node to start")
 	fs.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "how long to wait for the nodes after SIGTERM before SIGKILL")
+	fs.IntVar(&c.logDirsPerNode, "log-dirs-per-node", 1, "log dirs of each node (more than 1: DIR/node-i/disk-1..N, as log.dirs)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -93,6 +97,9 @@ func (c *devClusterConfig) validate() error {
 	}
 	if c.dir == "" {
 		return errors.New("--dir is empty")
+	}
+	if c.logDirsPerNode < 0 || c.logDirsPerNode > 16 { // 0: one, as 1
+		return fmt.Errorf("--log-dirs-per-node %d: want 1 to 16", c.logDirsPerNode)
 	}
 	for _, p := range []struct {
 		flag string
@@ -121,6 +128,19 @@ func (c *devClusterConfig) validate() error {
 
 func (c *devClusterConfig) nodeDir(i int) string {
 	return filepath.Join(c.dir, "node-"+strconv.Itoa(i))
+}
+
+// nodeLogDirs is node i's log.dirs: its directory, or with --log-dirs-per-node N > 1 the
+// directories disk-1..N in it.
+func (c *devClusterConfig) nodeLogDirs(i int) string {
+	if c.logDirsPerNode <= 1 {
+		return c.nodeDir(i)
+	}
+	dirs := make([]string, c.logDirsPerNode)
+	for j := range dirs {
+		dirs[j] = filepath.Join(c.nodeDir(i), "disk-"+strconv.Itoa(j+1))
+	}
+	return strings.Join(dirs, ",")
 }
 
 func (c *devClusterConfig) logPath(i int) string {
@@ -169,7 +189,7 @@ func (c *devClusterConfig) nodeProps(i int) map[string]string {
 	}
 	props["node.id"] = strconv.Itoa(i)
 	props["listeners"] = "PLAINTEXT://" + c.brokerAddr(i)
-	props["log.dirs"] = c.nodeDir(i)
+	props["log.dirs"] = c.nodeLogDirs(i)
 	props["controller.quorum.voters"] = c.voters()
 	return props
 }
