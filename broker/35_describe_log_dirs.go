@@ -1,8 +1,9 @@
 package broker
 
-// DescribeLogDirs (key 35), v1-v4 (Kafka 4 dropped v0): every configured log dir with its path,
-// its error (KAFKA_STORAGE_ERROR once offline, and then nothing else), v4 its total and usable
-// bytes (statfs of the filesystem holding it; -1 when offline), and each partition log in it
+// DescribeLogDirs (key 35), v1-v5 (Kafka 4 dropped v0; v5's is_cordoned, KIP-1066, is always
+// false: weir does not cordon log dirs): every configured log dir with its path, its error
+// (KAFKA_STORAGE_ERROR once offline, and then nothing else), v4 its total and usable bytes
+// (statfs of the filesystem holding it; -1 when offline), and each partition log in it
 // (every one, or the partitions the request names): size in bytes, offset lag and is_future. As
 // Kafka's ReplicaManager.getLogEndOffsetLag computes it, the lag of a partition's current log is
 // max(high watermark - log end offset, 0) (0 on a leader), and that of a future log (a replica
@@ -24,7 +25,7 @@ import (
 )
 
 func init() {
-	register(apiDef{key: 35, min: 1, max: 4, handle: handleDescribeLogDirs})
+	register(apiDef{key: 35, min: 1, max: 5, handle: handleDescribeLogDirs})
 }
 
 func handleDescribeLogDirs(b *Broker, r *netio.Request) netio.Reply {

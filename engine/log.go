@@ -71,6 +71,9 @@ type Log struct {
 	// its segments closed answers NOT_LEADER_OR_FOLLOWER (the reader looks the log up again),
 	// not OFFSET_OUT_OF_RANGE.
 	moved atomic.Bool
+	// truncations counts the truncations that removed batches (move.go: a copy of the log
+	// being made starts over when it changes).
+	truncations atomic.Uint64
 	// epochs is the leader epoch cache (epochs.go); changed under mu, its file written after.
 	epochs epochCache
 
@@ -572,6 +575,7 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 		offset = l.logStartOffset.Load()
 	}
 	l.clean.truncated(offset) // compaction: a cleaning in progress gives up
+	l.truncations.Add(1)      // move.go
 	segs := l.Segments()
 	keep := segs[:0:0]
 	var doomed []*segment.Segment

@@ -50,6 +50,9 @@ type Future struct {
 	log *Log
 	id  [16]byte
 	buf []byte // the copy buffer (owned by the one goroutine that copies)
+	// truncations is the source's truncation count the copy so far matches (owned by the
+	// goroutine that copies).
+	truncations uint64
 }
 
 // Log returns the future log (sizes, offsets: DescribeLogDirs).
@@ -174,7 +177,7 @@ func (m *Manager) CreateFuture(tp TopicPartition, target string) (*Future, error
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("move %s: %w", tp, d.Fail(err))
 	}
-	f := &Future{m: m, tp: tp, d: d, log: l, id: id}
+	f := &Future{m: m, tp: tp, d: d, log: l, id: id, truncations: src.truncations.Load()}
 	m.mu.Lock()
 	if m.futures == nil {
 		m.futures = map[TopicPartition]*Future{}
@@ -254,6 +257,14 @@ func (f *Future) CatchUp(maxBytes int64) (lag int64, err error) {
 // up).
 func (f *Future) copyStep(src *Log) (int64, error) {
 	dst := f.log
+	if n := src.truncations.Load(); n != f.truncations {
+		// The source was truncated (a follower's divergent tail) since the copy read it: what
+		// was copied may differ from what the source now holds there. Start over.
+		if err := dst.TruncateTo(dst.LogStartOffset()); err != nil {
+			return 0, fmt.Errorf("move %s: truncate future log: %w", f.tp, err)
+		}
+		f.truncations = n
+	}
 	from := max(dst.LogEndOffset(), src.LogStartOffset())
 	if from >= src.LogEndOffset() {
 		if dst.LogEndOffset() > src.LogEndOffset() {
