@@ -33,7 +33,7 @@ print(" ".join(others))
 
 check_jbod_logdirs_describe() {
   local topic=jbod-describe
-  kt org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP" --create --topic "$topic" \
+  kt org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP" --create --if-not-exists --topic "$topic" \
     --partitions 3 --replication-factor 3 || return 1
   local json
   for _ in $(seq 1 30); do
@@ -62,8 +62,8 @@ assert sorted(seen) == [1, 2, 3] and all(v == want for v in seen.values()), seen
 
 check_jbod_reassign_log_dirs() {
   local topic=jbod-reassign
-  kt org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP" --create --topic "$topic" \
-    --partitions 1 --replication-factor 3 --replica-assignment 1:2:3 || return 1
+  kt org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP" --create --if-not-exists --topic "$topic" \
+    --replica-assignment 1:2:3 || return 1
   kt org.apache.kafka.tools.ProducerPerformance --topic "$topic" --num-records 2000 --record-size 100 \
     --throughput -1 --producer-props bootstrap.servers="$BOOTSTRAP" acks=all >/dev/null || return 1
   local where cur to
