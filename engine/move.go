@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -325,9 +326,16 @@ func (m *Manager) CompleteFuture(f *Future) (*Log, error) {
 		return nil, err
 	}
 	tp := f.tp
+	// What is copied so far is made durable before the source stops taking writes: the sync
+	// done while frozen covers only the tail.
+	if err := f.log.Flush(); err != nil {
+		m.AbandonFuture(tp)
+		return nil, fmt.Errorf("move %s: %w", tp, err)
+	}
 	// Freeze the source and copy what is left.
 	src.mu.Lock()
 	src.frozen = true
+	frozenAt := time.Now()
 	for {
 		n, err := f.copyStep(src)
 		if err != nil {
@@ -404,13 +412,24 @@ func (m *Manager) CompleteFuture(f *Future) (*Log, error) {
 	m.dirOf[tp] = f.d
 	m.ids[tp] = f.id
 	m.mu.Unlock()
-	if err := os.RemoveAll(doomed); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		m.notePendingDelete(srcDir, tp, doomed, err)
-	}
-	if err := m.Checkpoint(); err != nil {
-		slog.Warn("checkpoint after moving a partition log", "partition", tp, "err", err)
-	}
-	slog.Info("partition log moved to another log dir", "partition", tp, "from", srcDir.Path, "to", f.d.Path, "log_end", l.LogEndOffset())
+	slog.Info("partition log moved to another log dir", "partition", tp, "from", srcDir.Path, "to", f.d.Path, "log_end", l.LogEndOffset(),
+		"writes_refused_for", time.Since(frozenAt))
+	// The checkpoints (the moved log's start and high watermark in its new dir) and the removal
+	// of the old files follow off the partition's path; a crash before them only costs a
+	// recovery of the moved log, and the next start removes the "-delete" directory.
+	go func() {
+		m.mu.RLock()
+		closed := m.closed
+		m.mu.RUnlock()
+		if !closed {
+			if err := m.Checkpoint(); err != nil {
+				slog.Warn("checkpoint after moving a partition log", "partition", tp, "err", err)
+			}
+		}
+		if err := os.RemoveAll(doomed); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			m.notePendingDelete(srcDir, tp, doomed, err)
+		}
+	}()
 	return l, nil
 }
 

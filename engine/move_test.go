@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -243,5 +244,73 @@ func TestOfflineDirAtOpen(t *testing.T) {
 	}
 	if _, err := m.CreateFuture(TopicPartition{Topic: "t", Partition: 0}, b); !errors.Is(err, kerr.KafkaStorageError) {
 		t.Fatalf("move to an offline dir: %v", err)
+	}
+}
+
+// BenchmarkMoveLog moves a 64 MiB log between two dirs of one filesystem: the copy (with its
+// sync) rate, and the swap (frozen source, tail copy, sync, renames, reopen) that the partition
+// does not take writes through.
+func BenchmarkMoveLog(b *testing.B) {
+	value := []byte(strings.Repeat("v", 1000))
+	recs := make([]record.Record, 100)
+	for i := range recs {
+		recs[i] = record.Record{Value: value}
+	}
+	for range b.N {
+		b.StopTimer()
+		root := b.TempDir()
+		cfg := mgrConfig(filepath.Join(root, "a"), filepath.Join(root, "b"))
+		cfg.Default.FlushIntervalMessages = 1 << 30 // page-cache appends: the setup is not the measure
+		m, err := OpenManager(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tp := TopicPartition{Topic: "bench", Partition: 0}
+		l, err := m.CreateLog(tp, [16]byte{1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for l.Size() < 64<<20 {
+			if _, err := l.Append(record.Build(nil, record.BuildOptions{BaseTimestamp: 1_700_000_000_000, ProducerID: -1, BaseSequence: -1}, recs)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := l.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		size := l.Size()
+		from, _ := m.LogDirOf(tp)
+		to := filepath.Join(root, "a")
+		if from == to {
+			to = filepath.Join(root, "b")
+		}
+		b.SetBytes(size)
+		b.StartTimer()
+		start := time.Now()
+		f, err := m.CreateFuture(tp, to)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			lag, err := f.CatchUp(4 << 20)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if lag == 0 {
+				break
+			}
+		}
+		if err := f.log.Flush(); err != nil { // as CompleteFuture does before it freezes the source
+			b.Fatal(err)
+		}
+		copied := time.Since(start)
+		swapStart := time.Now()
+		if _, err := m.CompleteFuture(f); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(time.Since(swapStart).Microseconds())/1000, "swap-ms")
+		b.ReportMetric(float64(copied.Milliseconds()), "copy-ms")
+		b.StopTimer()
+		m.Close()
 	}
 }
