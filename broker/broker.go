@@ -76,6 +76,9 @@ type Broker struct {
 	// interBrokerName is the inter-broker listener's name ("" outside a cluster): it does not
 	// wait for max.connections.
 	interBrokerName string
+
+	// jbod: replica moves between log dirs and offline replica reports (logdirs.go).
+	logDirs logDirsState
 }
 
 // apiDef is an API handler registered by one file per API key (in its init()).
@@ -106,7 +109,8 @@ func New(cfg *Config) (*Broker, error) {
 	if b.faultDir != "" {
 		slog.Warn("test crash points are armed: "+faultDirEnv+" is set (never set it in production)", "dir", b.faultDir)
 	}
-	for _, d := range dirs {
+	usable := usableLogDirs(dirs) // jbod: a failed log dir is offline, the others serve (logdirs.go)
+	for _, d := range usable {
 		if err := os.MkdirAll(d, vfs.DirMode); err != nil {
 			return nil, fmt.Errorf("log dir %s: %w", d, err)
 		}
@@ -114,12 +118,12 @@ func New(cfg *Config) (*Broker, error) {
 	// Each log dir (and metadata.log.dir when it is another directory, as Kafka locks it too) is
 	// locked for the broker's life, before anything in it is read or written: a second broker on
 	// a dir in use stops here, naming the dir.
-	lockDirs := dirs
+	lockDirs := usable
 	if md := keyMetadataLogDir.Get(cfg); md != "" && !slices.Contains(dirs, md) {
 		if err := os.MkdirAll(md, vfs.DirMode); err != nil {
 			return nil, fmt.Errorf("metadata.log.dir %s: %w", md, err)
 		}
-		lockDirs = append(slices.Clip(dirs), md)
+		lockDirs = append(slices.Clip(usable), md)
 	}
 	for _, d := range lockDirs {
 		lk, err := vfs.LockDir(d)
@@ -133,7 +137,7 @@ func New(cfg *Config) (*Broker, error) {
 		b.unlockDirs()
 		return nil, err
 	}
-	if b.clusterID, err = loadMetaProperties(dirs, b.nodeID, keyClusterID.Get(cfg)); err != nil {
+	if b.clusterID, err = loadMetaProperties(usable, b.nodeID, keyClusterID.Get(cfg)); err != nil {
 		b.unlockDirs()
 		return nil, err
 	}
@@ -272,6 +276,7 @@ func (b *Broker) bind() error {
 func (b *Broker) Start() error {
 	adv := b.advertised
 	b.rm.start()
+	b.startLogDirs() // jbod: moves between log dirs, offline replica reports (logdirs.go)
 	b.startGroups()
 	b.startTxns()
 	if b.sec.anySASL() {
@@ -353,6 +358,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	}
 	errs := []error{b.server.Shutdown(ctx)}
 	b.closeTxns()
+	b.closeLogDirs() // jbod (logdirs.go)
 	b.rm.close()
 	b.closeGroups()
 	errs = append(errs, b.ctl.Close())

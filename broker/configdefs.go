@@ -61,7 +61,7 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "broker.id", Type: TypeInt, Default: "-1", Valid: atLeast(-1), Doc: "Alias of node.id kept for older tools; node.id wins when both are set."},
 	{Name: "listeners", Type: TypeList, Default: "PLAINTEXT://127.0.0.1:9092", Doc: "Listeners to bind: NAME://host:port, comma-separated. An empty host binds every interface."},
 	{Name: "advertised.listeners", Type: TypeList, Default: "", Doc: "Addresses sent to clients in Metadata; empty = the listeners (an empty or 0.0.0.0 host is replaced by the machine's hostname)."},
-	{Name: "log.dirs", Type: TypeList, Default: "./data", Doc: "Directories holding the partition logs."},
+	{Name: "log.dirs", Type: TypeList, Default: "./data", Doc: "Directories holding the partition logs. A new partition goes to the online dir holding the fewest partitions; AlterReplicaLogDirs moves one between them. A dir whose write or fsync fails (or that cannot be opened at start) goes offline: only its partitions stop being served here (KAFKA_STORAGE_ERROR) and their leadership moves; the broker keeps running while one dir is online (the first holds the broker's own state and must be)."},
 	{Name: "log.dir", Type: TypeString, Default: "", Doc: "Single log directory, used when log.dirs is not set."},
 	{Name: "cluster.id", Type: TypeString, Default: "", Doc: "Cluster id reported in Metadata; generated and stored in meta.properties when empty."},
 	{Name: "num.partitions", Type: TypeInt, Unit: "partitions", Default: "1", Valid: atLeast(1), Doc: "Partitions of an auto-created topic, or of CreateTopics with -1.", Dynamic: false},

@@ -200,6 +200,10 @@ func (rm *replicaManager) reconcile() (complete bool) {
 	for tp, w := range desired {
 		r := rm.get(tp)
 		if r == nil {
+			if _, have := b.logs.Log(tp); !have && b.logs.AnyDirOffline() && !isNewPartition(w.info) {
+				// jbod (logdirs.go): its log may be in the offline dir; never start it over empty.
+				continue
+			}
 			l, err := rm.ensureLog(tp, w.t)
 			if err != nil {
 				complete = false
@@ -222,7 +226,7 @@ func (rm *replicaManager) reconcile() (complete bool) {
 		}
 		if w.info.Leader == me {
 			leaders = append(leaders, r)
-		} else if w.info.Leader >= 0 {
+		} else if w.info.Leader >= 0 && r.log.DirErr() == nil { // jbod: not from an offline dir
 			follows = append(follows, replication.Follow{Topic: tp.Topic, Partition: tp.Partition, Leader: w.info.Leader, LeaderEpoch: w.info.LeaderEpoch, Log: r.log})
 		}
 	}
@@ -408,6 +412,9 @@ func (r *replica) followerFetched(id int32, offset int64, currentEpoch int32) er
 
 // checkLeaderLocked validates a request's current leader epoch against this leadership.
 func (r *replica) checkLeaderLocked(currentEpoch int32) error {
+	if err := r.log.DirErr(); err != nil { // jbod: its log dir is offline
+		return fmt.Errorf("%s-%d: %w", r.tp.Topic, r.tp.Partition, err)
+	}
 	if !r.leading {
 		return fmt.Errorf("%s-%d is led by broker %d: %w", r.tp.Topic, r.tp.Partition, r.info.Leader, kerr.NotLeaderForPartition)
 	}

@@ -152,6 +152,8 @@ type command struct {
 	Elect []leaderChange `json:"elect,omitempty"`
 	// Racks (issue 14): the rack of a registration (BrokerInfo.Rack).
 	Rack string `json:"rack,omitempty"`
+	// jbod: the replicas of BrokerID in an offline log dir (log_dirs_offline, logdirs.go).
+	OfflineReplicas []PartitionRef `json:"offline_replicas,omitempty"`
 }
 
 // applyResult is what the FSM returns for a command (seen by the proposer on the raft leader).
@@ -474,6 +476,8 @@ func apply(old *Image, index uint64, cmd *command) (*Image, *applyResult) {
 			b.img.ClusterID = cmd.ClusterID
 			b.changed = true
 		}
+	case opLogDirsOffline: // jbod (logdirs.go)
+		b.logDirsOffline(cmd.BrokerID, cmd.OfflineReplicas)
 	default:
 		res.err = kerrf(kerr.InvalidRequest, "unknown command %q", cmd.Op)
 	}

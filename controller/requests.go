@@ -210,7 +210,7 @@ func (c *Controller) authorizeRequest(img *Image, req *request, principal string
 		return nil
 	}
 	switch req.Op {
-	case reqControlledStop:
+	case reqControlledStop, reqLogDirsOffline:
 		return owns(req.BrokerID)
 	case reqAlterPartition:
 		if req.AlterPartition != nil {
@@ -311,6 +311,8 @@ func (c *Controller) execute(ctx context.Context, req *request, principal string
 		cmd = &command{Op: opPutRecords, Kind: req.Kind, Puts: req.Puts, Deletes: req.Deletes}
 	case reqElectLeaders:
 		return c.executeElect(ctx, img, req.Elect)
+	case reqLogDirsOffline: // jbod (logdirs.go)
+		cmd = &command{Op: opLogDirsOffline, BrokerID: req.BrokerID, OfflineReplicas: req.OfflineReplicas}
 	case reqSync:
 		// Everything committed so far is applied here once the barrier returns; the caller
 		// waits until its own image has reached the same point.

@@ -340,6 +340,8 @@ type request struct {
 	Elect *ElectLeadersRequest `json:"elect,omitempty"`
 	// Racks (issue 14): Rack is the heartbeating broker's broker.rack ("" none).
 	Rack string `json:"rack,omitempty"`
+	// jbod: the sender's replicas in an offline log dir (log_dirs_offline, logdirs.go).
+	OfflineReplicas []PartitionRef `json:"offline_replicas,omitempty"`
 }
 
 type response struct {

@@ -50,6 +50,7 @@ var opFrameLimit = map[string]int{
 	reqCreateTopic:      maxFrame,
 	reqCreatePartitions: maxFrame,
 	reqElectLeaders:     maxFrame,
+	reqLogDirsOffline:   512 << 10, // jbod (logdirs.go)
 }
 
 // Bounds of request fields.
@@ -167,8 +168,16 @@ func validateRequest(req *request) error {
 	case reqSync:
 	case reqElectLeaders:
 		f = fields{elect: true}
+	case reqLogDirsOffline: // jbod (logdirs.go)
+		f = fields{broker: true}
+		if err := validateOfflineReplicas(req.OfflineReplicas); err != nil {
+			return err
+		}
 	default:
 		return kerrf(kerr.InvalidRequest, "unknown controller request %q", req.Op)
+	}
+	if req.Op != reqLogDirsOffline && req.OfflineReplicas != nil {
+		return bad("field not used by this operation")
 	}
 	switch {
 	case !f.broker && req.BrokerID != 0:

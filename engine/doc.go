@@ -124,4 +124,12 @@
 // retried by the retention loop and reported by DeleteFailed; "-delete" directories are removed
 // at open; CreateLog removes a leftover directory in its way; MoveAsideLog renames a stray log
 // "-stray" (deletedir.go).
+//
+// Several log dirs (move.go): CreateLog puts a new log in the online dir holding the fewest; a
+// dir that cannot be opened at start is offline (its logs are not loaded) while the others serve.
+// CreateFuture, Future.CatchUp and CompleteFuture move a log to another dir while it serves: a
+// "<topic>-<partition>.<32 hex>-future" copy is filled with the source's batches, then the source
+// is frozen, the tail copied and synced, the source renamed "-delete" (the decision) and the copy
+// renamed into place; at open a "-future" directory is removed when its partition has a log, and
+// completed when it has none.
 package engine

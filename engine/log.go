@@ -64,6 +64,16 @@ type Log struct {
 	// transactions in first-offset order, nil when none. Written under mu.
 	txnView atomic.Pointer[[]txnState]
 	closed  bool
+	// frozen (move.go): the log is being replaced by its future copy in another log dir; it
+	// takes no write, Close still to run. Guarded by mu.
+	frozen bool
+	// moved (move.go): the log was replaced by its copy in another log dir; a read that finds
+	// its segments closed answers NOT_LEADER_OR_FOLLOWER (the reader looks the log up again),
+	// not OFFSET_OUT_OF_RANGE.
+	moved atomic.Bool
+	// truncations counts the truncations that removed batches (move.go: a copy of the log
+	// being made starts over when it changes).
+	truncations atomic.Uint64
 	// epochs is the leader epoch cache (epochs.go); changed under mu, its file written after.
 	epochs epochCache
 
@@ -319,7 +329,7 @@ func (l *Log) AppendStored(batches []byte) (info AppendInfo, err error) {
 }
 
 func (l *Log) writableLocked() error {
-	if l.closed {
+	if l.closed || l.frozen {
 		return fmt.Errorf("log %s is closed: %w", l.dir, kerr.NotLeaderForPartition)
 	}
 	return l.logDir.Err()
@@ -565,6 +575,7 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 		offset = l.logStartOffset.Load()
 	}
 	l.clean.truncated(offset) // compaction: a cleaning in progress gives up
+	l.truncations.Add(1)      // move.go
 	segs := l.Segments()
 	keep := segs[:0:0]
 	var doomed []*segment.Segment
@@ -666,6 +677,9 @@ func (l *Log) Read(offset int64, maxBytes int64, iso Isolation) (segment.Slice, 
 	for offset < boundOffset {
 		seg, ok := l.acquireSegmentFor(offset)
 		if !ok {
+			if l.moved.Load() {
+				return segment.Slice{}, fmt.Errorf("read %s at %d: the log moved to another log dir: %w", l.dir, offset, kerr.NotLeaderForPartition)
+			}
 			return segment.Slice{}, fmt.Errorf("read %s at %d: no segment: %w", l.dir, offset, kerr.OffsetOutOfRange)
 		}
 		pos, h, found, err := seg.TranslateOffset(offset)

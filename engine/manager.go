@@ -105,6 +105,9 @@ type Manager struct {
 	// the retention loop (deletedir.go).
 	pendingMu sync.Mutex
 	pending   map[string]*pendingDelete
+
+	// futures are the logs being copied to another log dir, by partition (move.go). Guarded by mu.
+	futures map[TopicPartition]*Future
 }
 
 // OpenManager opens every <topic>-<partition> directory of every log dir.
@@ -146,8 +149,11 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 	for i, path := range cfg.Dirs {
 		d, err := m.prepareDir(path)
 		if err != nil {
-			m.closeLogs()
-			return nil, err
+			// A log dir that cannot be opened is offline; the others serve (Kafka's rule).
+			d = &dirState{LogDir: NewLogDir(path)}
+			_ = d.failHard(err)
+			m.dirs = append(m.dirs, d)
+			continue
 		}
 		m.dirs = append(m.dirs, d)
 		wg.Add(1)
@@ -157,9 +163,23 @@ func OpenManager(cfg ManagerConfig) (*Manager, error) {
 		}()
 	}
 	wg.Wait()
+	online := 0
+	for i, d := range m.dirs {
+		if d.Err() != nil {
+			errs[i] = nil // offline: its logs are not served
+			continue
+		}
+		online++
+	}
+	if online == 0 {
+		errs = append(errs, fmt.Errorf("open log manager: every log dir is offline: %w", m.dirs[0].Err()))
+	}
 	if err := errors.Join(errs...); err != nil {
 		m.closeLogs()
 		return nil, err
+	}
+	if err := m.recoverFutures(); err != nil { // move.go
+		slog.Error("recovering moves between log dirs", "err", err)
 	}
 	m.startLoops()
 	return m, nil
@@ -204,7 +224,7 @@ func (m *Manager) prepareDir(path string) (*dirState, error) {
 func (m *Manager) loadDir(d *dirState) error {
 	entries, err := m.fsys.ReadDir(d.Path)
 	if err != nil {
-		return fmt.Errorf("list log dir %s: %w", d.Path, err)
+		return d.failHard(fmt.Errorf("list log dir %s: %w", d.Path, err))
 	}
 	work := make(chan TopicPartition)
 	var wg sync.WaitGroup
@@ -410,6 +430,7 @@ func (m *Manager) detachLog(tp TopicPartition, what string) (*Log, *dirState) {
 // then removed (deletedir.go). A failed removal is returned, and retried until it succeeds
 // (DeleteFailed reports it meanwhile).
 func (m *Manager) DeleteLog(tp TopicPartition) error {
+	m.AbandonFuture(tp) // move.go
 	l, d := m.detachLog(tp, "deleted")
 	if l == nil {
 		return nil
@@ -784,6 +805,13 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	close(m.stop)
 	m.wg.Wait()
+	m.mu.Lock()
+	futures := m.futures
+	m.futures = nil
+	m.mu.Unlock()
+	for _, f := range futures { // move.go: removed at the next start
+		_ = f.log.Close()
+	}
 	errs := []error{m.closeLogs()}
 	if err := m.Checkpoint(); err != nil {
 		errs = append(errs, err)

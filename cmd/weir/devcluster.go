@@ -24,7 +24,7 @@ import (
 	"github.com/weir-mq/weir/internal/testcluster"
 )
 
-const devClusterUsage = `usage: weir dev-cluster [-n 3] [--dir ./data-cluster] [--base-port 9092] [--controller-base-port 19093] [--racks a,b,c] [--set key=value ...]
+const devClusterUsage = `usage: weir dev-cluster [-n 3] [--dir ./data-cluster] [--base-port 9092] [--controller-base-port 19093] [--racks a,b,c] [--log-dirs-per-node 1] [--set key=value ...]
 
 Starts n brokers on 127.0.0.1, every one also a controller quorum voter: node i listens on
 base-port+i-1 (controller on controller-base-port+i-1) with data and its log (weir.log) in
@@ -59,6 +59,9 @@ type devClusterConfig struct {
 	stopTimeout        time.Duration
 	// racks (--racks a,b,c; issue 14): node i's broker.rack is racks[(i-1) mod len]; nil: none.
 	racks []string
+	// logDirsPerNode (jbod) is --log-dirs-per-node: more than 1 gives each node that many log
+	// dirs, DIR/node-i/disk-1..N.
+	logDirsPerNode int
 }
 
 func parseDevClusterArgs(args []string, stdout io.Writer) (*devClusterConfig, error) {
@@ -78,6 +81,7 @@ func parseDevClusterArgs(args []string, stdout io.Writer) (*devClusterConfig, er
 	fs.DurationVar(&c.startTimeout, "start-timeout", 60*time.Second, "how long to wait for every node to start")
 	fs.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "how long to wait for the nodes after SIGTERM before SIGKILL")
 	racks := fs.String("racks", "", "broker.rack of the nodes, comma-separated: node i takes the i-th, cycling (a,b,c with -n 6: a,b,c,a,b,c); empty: no racks")
+	fs.IntVar(&c.logDirsPerNode, "log-dirs-per-node", 1, "log dirs of each node (more than 1: DIR/node-i/disk-1..N, as log.dirs)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -99,6 +103,9 @@ func (c *devClusterConfig) validate() error {
 	}
 	if c.dir == "" {
 		return errors.New("--dir is empty")
+	}
+	if c.logDirsPerNode < 0 || c.logDirsPerNode > 16 { // 0: one, as 1
+		return fmt.Errorf("--log-dirs-per-node %d: want 1 to 16", c.logDirsPerNode)
 	}
 	for _, p := range []struct {
 		flag string
@@ -135,6 +142,19 @@ func (c *devClusterConfig) validate() error {
 
 func (c *devClusterConfig) nodeDir(i int) string {
 	return filepath.Join(c.dir, "node-"+strconv.Itoa(i))
+}
+
+// nodeLogDirs is node i's log.dirs: its directory, or with --log-dirs-per-node N > 1 the
+// directories disk-1..N in it.
+func (c *devClusterConfig) nodeLogDirs(i int) string {
+	if c.logDirsPerNode <= 1 {
+		return c.nodeDir(i)
+	}
+	dirs := make([]string, c.logDirsPerNode)
+	for j := range dirs {
+		dirs[j] = filepath.Join(c.nodeDir(i), "disk-"+strconv.Itoa(j+1))
+	}
+	return strings.Join(dirs, ",")
 }
 
 func (c *devClusterConfig) logPath(i int) string {
@@ -183,7 +203,7 @@ func (c *devClusterConfig) nodeProps(i int) map[string]string {
 	}
 	props["node.id"] = strconv.Itoa(i)
 	props["listeners"] = "PLAINTEXT://" + c.brokerAddr(i)
-	props["log.dirs"] = c.nodeDir(i)
+	props["log.dirs"] = c.nodeLogDirs(i)
 	props["controller.quorum.voters"] = c.voters()
 	if len(c.racks) > 0 {
 		props["broker.rack"] = c.racks[(i-1)%len(c.racks)]
