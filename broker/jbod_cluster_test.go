@@ -65,7 +65,7 @@ func joinComma(s []string) string {
 }
 
 // createAssigned creates topic with the given replicas per partition.
-func createAssigned(t *testing.T, cl *kgo.Client, topic string, assignment [][]int32, configs map[string]string) {
+func createAssignedDirs(t *testing.T, cl *kgo.Client, topic string, assignment [][]int32, configs map[string]string) {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
@@ -231,7 +231,7 @@ func TestJBODSpreadDescribeMove(t *testing.T) {
 	for i := range assign {
 		assign[i] = []int32{1}
 	}
-	createAssigned(t, cl, spread, assign, nil)
+	createAssignedDirs(t, cl, spread, assign, nil)
 	waitFor(t, 30*time.Second, "30 partitions described on broker 1", func() (bool, string) {
 		ds, err := describeDirs(adm, 1)
 		if err != nil {
