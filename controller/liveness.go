@@ -137,7 +137,11 @@ func (c *Controller) heartbeatLoop() {
 		if !c.stopHB.Load() {
 			c.hbMu.Lock()
 			if !c.stopHB.Load() {
-				ctx, cancel := context.WithTimeout(c.ctx, c.cfg.SessionTimeout)
+				// Half a session at most: a heartbeat stuck on a controller that stopped
+				// answering (paused, partitioned) must give up in time for the next one to
+				// reach the newly elected controller within the fresh session it gives every
+				// broker when it takes over (leaderLoop), or that controller fences them all.
+				ctx, cancel := context.WithTimeout(c.ctx, c.cfg.SessionTimeout/2)
 				resp, err := c.submit(ctx, &request{
 					Op:          reqHeartbeat,
 					BrokerID:    c.cfg.NodeID,
