@@ -183,6 +183,9 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "authorizer.enable", Type: TypeBoolean, Default: "false", Doc: "Turn the ACL authorizer on (the same as a non-empty authorizer.class.name)."},
 	{Name: "super.users", Type: TypeList, Default: "", Doc: "Principals allowed every operation whatever the ACLs say, semicolon-separated (User:admin;User:broker). Followers fetch as the inter-broker listener's principal (the SASL user of sasl.jaas.config, the TLS client certificate's subject, or User:ANONYMOUS on PLAINTEXT): with the authorizer on, list it here or give it CLUSTER_ACTION on the cluster. On a secured controller port (controller.listener.names) these principals, and the broker's own principal on that port, are the only ones allowed to use it."},
 	{Name: "allow.everyone.if.no.acl.found", Type: TypeBoolean, Default: "false", Doc: "With the authorizer on, allow an operation on a resource that no ACL applies to (of any principal)."},
+	// Client quotas (issue 14, quotas.go).
+	{Name: "quota.window.num", Type: TypeInt, Unit: "samples", Default: "11", Valid: atLeast(1), Doc: "Samples kept in memory for client quotas: a quota's rate is measured over quota.window.num samples of quota.window.size.seconds, at least quota.window.num-1 whole ones (Kafka's Rate). A consumer_byte_rate quota also bounds one fetch response to rate x (quota.window.num-1) x quota.window.size.seconds bytes."},
+	{Name: "quota.window.size.seconds", Type: TypeInt, Unit: "seconds", Default: "1", Valid: atLeast(1), Doc: "Time span of each client quota sample."},
 }
 
 // topicConfigDefault lists topic-level keys with no broker key, with their defaults.

@@ -227,6 +227,9 @@ var (
 	keyAuthorizerEnable                 = boolKey("authorizer.enable")
 	keySuperUsers                       = stringKey("super.users")
 	keyAllowEveryoneIfNoACLFound        = boolKey("allow.everyone.if.no.acl.found")
+	// Client quotas (quotas.go).
+	keyQuotaWindowNum         = intKey("quota.window.num")
+	keyQuotaWindowSizeSeconds = intKey("quota.window.size.seconds")
 
 	// Topic keys (read with Topic; each names the broker key behind its default in configdefs.go).
 	keyMaxMessageBytes             = intKey("max.message.bytes")
