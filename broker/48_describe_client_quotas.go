@@ -73,6 +73,9 @@ func handleDescribeClientQuotas(b *Broker, r *netio.Request) netio.Reply {
 	if seen[quotaEntityIP] && (seen[quotaEntityUser] || seen[quotaEntityClientID]) {
 		return fail(kerr.InvalidRequest, "Invalid entity filter component combination, IP filter component should not be used with user or clientId filter component.")
 	}
+	// Never null when there is no error: null entries mean an error to Kafka's admin client
+	// (DescribeClientQuotasResponse.complete), so no match is an empty array.
+	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
 	t := b.quotaTable()
 	for _, e := range t.sortedEntities() {
 		if !quotaFilterMatches(e, req.Components, req.Strict) {

@@ -197,6 +197,13 @@ func TestQuotaAdminAlterDescribe(t *testing.T) {
 			t.Errorf("bad entry %d: %v %s, want INVALID_REQUEST", i, r.Err, r.ErrMessage)
 		}
 	}
+	// No match is an empty array, never null (null is an error to Kafka's admin client).
+	cl, _ := admClient(t, b)
+	noMatch := kmsg.NewPtrDescribeClientQuotasRequest()
+	noMatch.Components = []kmsg.DescribeClientQuotasRequestComponent{{EntityType: "user", MatchType: 0, Match: admStr("nobody")}}
+	if resp := admRaw[*kmsg.DescribeClientQuotasResponse](t, cl, noMatch); resp.ErrorCode != 0 || resp.Entries == nil {
+		t.Errorf("describe matching nothing: error %d, entries %v; want 0 and an empty array", resp.ErrorCode, resp.Entries)
+	}
 	if _, err := adm.DescribeClientQuotas(ctx, false, []kadm.DescribeClientQuotaComponent{{Type: "group", MatchType: 2}}); !errors.Is(err, kerr.InvalidRequest) {
 		t.Errorf("describe with an unknown entity type: %v, want INVALID_REQUEST", err)
 	}
