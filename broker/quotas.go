@@ -549,12 +549,25 @@ func requestQuotaExempt(key int16) bool {
 	return false
 }
 
+// replicaFetch reports whether r is a follower's Fetch: inter-broker traffic, exempt from
+// client quotas as in Kafka.
+func replicaFetch(r *netio.Request) bool {
+	f, ok := r.Body.(*kmsg.FetchRequest)
+	if !ok {
+		return false
+	}
+	if r.Version >= 15 {
+		return f.ReplicaState.ID >= 0
+	}
+	return f.ReplicaID >= 0
+}
+
 // handleWithRequestQuota runs a handler and, when a request_percentage quota applies to the
 // request, records the time the handler took as a share of one thread (Kafka's
 // ClientRequestQuotaManager: nanoseconds x 100 / 1e9 per second) and throttles over it. The
 // long-poll part of a deferred reply is not handler time and is not counted.
 func (b *Broker) handleWithRequestQuota(d apiDef, r *netio.Request) netio.Reply {
-	if requestQuotaExempt(d.key) || !b.quotaTable().any[quotaRequest] {
+	if requestQuotaExempt(d.key) || !b.quotaTable().any[quotaRequest] || replicaFetch(r) {
 		return d.handle(b, r)
 	}
 	q, bound := b.quotaSensorFor(quotaRequest, r)

@@ -434,3 +434,34 @@ func TestQuotaControllerMutationRate(t *testing.T) {
 		t.Errorf("create still in debt (v7): %v, want THROTTLING_QUOTA_EXCEEDED", kerr.ErrorForCode(r.Topics[0].ErrorCode))
 	}
 }
+
+// TestQuotaRequestPercentage: a client over request_percentage (handler time as a share of
+// one thread) gets throttle_time_ms in its responses; another client id does not.
+func TestQuotaRequestPercentage(t *testing.T) {
+	b := startBroker(t, nil)
+	_, adm := admClient(t, b)
+	busy := "busy-client"
+	setQuota(t, adm, kadm.ClientQuotaEntity{{Type: "client-id", Name: &busy}}, "request_percentage", 0.1)
+	send := func(cl *kgo.Client) int32 {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Topics = nil // every topic
+		return admRaw[*kmsg.MetadataResponse](t, cl, req).ThrottleMillis
+	}
+	cl, _ := admClient(t, b, kgo.ClientID(busy))
+	free, _ := admClient(t, b, kgo.ClientID("free-client"))
+	deadline := time.Now().Add(20 * time.Second)
+	var throttled int32
+	n := 0
+	for ; throttled == 0 && n < 5000 && time.Now().Before(deadline); n++ {
+		throttled = send(cl)
+	}
+	if throttled == 0 {
+		t.Fatalf("%d requests at 0.1%% of a thread, none throttled", n)
+	}
+	t.Logf("throttled after %d metadata requests: %d ms", n, throttled)
+	for range 50 {
+		if ms := send(free); ms != 0 {
+			t.Fatalf("a client without a quota throttled %d ms", ms)
+		}
+	}
+}
