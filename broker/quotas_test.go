@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -463,5 +466,18 @@ func TestQuotaRequestPercentage(t *testing.T) {
 		if ms := send(free); ms != 0 {
 			t.Fatalf("a client without a quota throttled %d ms", ms)
 		}
+	}
+	// The quota metrics name the throttled sensor, and only sensors of entities with a quota.
+	resp, err := http.Get("http://" + b.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `weir_quota_throttled_requests_total{client_id="busy-client",quota="request_percentage",user=""}`) {
+		t.Errorf("no throttle metric for busy-client in /metrics")
+	}
+	if strings.Contains(string(body), `client_id="free-client"`) {
+		t.Errorf("a quota series for a client without a quota")
 	}
 }
