@@ -549,17 +549,19 @@ func requestQuotaExempt(key int16) bool {
 	return false
 }
 
-// replicaFetch reports whether r is a follower's Fetch: inter-broker traffic, exempt from
-// client quotas as in Kafka.
-func replicaFetch(r *netio.Request) bool {
-	f, ok := r.Body.(*kmsg.FetchRequest)
-	if !ok {
-		return false
+// requestQuotaExemptReq reports whether r is not counted against request_percentage for what
+// it is: a follower's Fetch (inter-broker traffic) or an acks=0 Produce, as in Kafka.
+func requestQuotaExemptReq(r *netio.Request) bool {
+	switch req := r.Body.(type) {
+	case *kmsg.FetchRequest:
+		if r.Version >= 15 {
+			return req.ReplicaState.ID >= 0
+		}
+		return req.ReplicaID >= 0
+	case *kmsg.ProduceRequest:
+		return req.Acks == 0
 	}
-	if r.Version >= 15 {
-		return f.ReplicaState.ID >= 0
-	}
-	return f.ReplicaID >= 0
+	return false
 }
 
 // handleWithRequestQuota runs a handler and, when a request_percentage quota applies to the
@@ -567,7 +569,7 @@ func replicaFetch(r *netio.Request) bool {
 // ClientRequestQuotaManager: nanoseconds x 100 / 1e9 per second) and throttles over it. The
 // long-poll part of a deferred reply is not handler time and is not counted.
 func (b *Broker) handleWithRequestQuota(d apiDef, r *netio.Request) netio.Reply {
-	if requestQuotaExempt(d.key) || !b.quotaTable().any[quotaRequest] || replicaFetch(r) {
+	if requestQuotaExempt(d.key) || !b.quotaTable().any[quotaRequest] || requestQuotaExemptReq(r) {
 		return d.handle(b, r)
 	}
 	q, bound := b.quotaSensorFor(quotaRequest, r)
