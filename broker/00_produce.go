@@ -58,7 +58,7 @@ var produceAdvertisedMin = int16(0)
 const maxProduceWait = 5 * time.Minute
 
 func init() {
-	register(apiDef{key: 0, min: 3, max: 13, advertisedMin: &produceAdvertisedMin, handle: handleProduce})
+	register(apiDef{key: 0, min: 3, max: 13, advertisedMin: &produceAdvertisedMin, handle: handleProduceQuota})
 }
 
 // pendingAppend is an appended batch whose acknowledgement waits for durability.

@@ -73,6 +73,16 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 	}
 	// ACL: READ on topics, CLUSTER_ACTION for replicas (authz_handlers.go).
 	f.denied = b.fetchDenied(r, req)
+	minBytes := int64(req.MinBytes)
+	if !f.replica {
+		// consumer_byte_rate (quotas.go): a fetch asks for at most what the quota window can
+		// hold, rate x (quota.window.num-1) x quota.window.size.seconds, as Kafka bounds it,
+		// so a consumer is not throttled for a response it could never avoid.
+		if f.quota, f.quotaBound = b.quotaSensorFor(quotaFetch, r); f.quota != nil {
+			f.quotaMaxBytes = max(int64(f.quotaBound*float64(b.quotas.windowNum-1)*float64(b.quotas.windowMs)/1000), 1)
+			minBytes = min(minBytes, f.quotaMaxBytes)
+		}
+	}
 	if !f.load() {
 		id := ctx.session.id
 		f.free()
@@ -84,14 +94,14 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 		w = waiterPool.Get().(*engine.Waiter)
 	}
 	total, watched := f.read(w)
-	if w == nil || total >= int64(req.MinBytes) || !watched {
+	if w == nil || total >= minBytes || !watched {
 		if w != nil {
 			w.Stop()
 			waiterPool.Put(w)
 		}
-		body := f.answer()
+		rep := f.reply()
 		f.free()
-		return netio.Reply{Body: body}
+		return rep
 	}
 	f.releaseSlices()
 	deadline := time.Now().Add(min(wait, maxFetchWait))
@@ -122,22 +132,22 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 				// Nothing moved on any partition since the read that parked: its answers
 				// stand, and the partitions are not read again (an idle consumer of many
 				// partitions pays one read per fetch, not two).
-				return netio.Reply{Body: f.answer()}
+				return f.reply()
 			}
 			if timedOut || isClosed(closing) {
 				f.read(nil)
-				return netio.Reply{Body: f.answer()}
+				return f.reply()
 			}
 			if total, moved := f.readMoved(); moved > 0 {
-				if total >= int64(req.MinBytes) || time.Now().After(deadline) {
-					return netio.Reply{Body: f.answer()}
+				if total >= minBytes || time.Now().After(deadline) {
+					return f.reply()
 				}
 				f.releaseSlices()
 			}
 			total, watched := f.read(w)
-			if total >= int64(req.MinBytes) || time.Now().After(deadline) || !watched {
+			if total >= minBytes || time.Now().After(deadline) || !watched {
 				w.Stop()
-				return netio.Reply{Body: f.answer()}
+				return f.reply()
 			}
 			f.releaseSlices()
 		}
@@ -217,6 +227,11 @@ type fetchRun struct {
 	// clientRack is the consumer's rack when a preferred read replica may be chosen (racks.go),
 	// selfRack this broker's and listener the request's listener; "" otherwise.
 	clientRack, selfRack, listener string
+	// quota is the consumer_byte_rate sensor of the request (nil: no quota applies) and
+	// quotaBound its rate; quotaMaxBytes bounds the response (0: no bound).
+	quota         *quotaSensor
+	quotaBound    float64
+	quotaMaxBytes int64
 }
 
 var fetchRunPool = sync.Pool{New: func() any { return new(fetchRun) }}
@@ -287,6 +302,9 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 	maxBytes := int64(f.req.MaxBytes)
 	if maxBytes <= 0 {
 		maxBytes = 1 << 31
+	}
+	if f.quotaMaxBytes > 0 {
+		maxBytes = min(maxBytes, f.quotaMaxBytes)
 	}
 	failed := false
 	// Loaded before any lookup: a replica looked up after a change that this gen misses is
@@ -473,6 +491,9 @@ func (f *fetchRun) readMoved() (total int64, moved int) {
 	if maxBytes <= 0 {
 		maxBytes = 1 << 31
 	}
+	if f.quotaMaxBytes > 0 {
+		maxBytes = min(maxBytes, f.quotaMaxBytes)
+	}
 	for i := range f.items {
 		it := &f.items[i]
 		l, p := it.log, &it.p
@@ -523,6 +544,41 @@ func (f *fetchRun) unchanged() bool {
 		}
 	}
 	return true
+}
+
+// reply is the answer to the last read, or, when its record bytes take the consumer over its
+// consumer_byte_rate, Kafka's throttled response: no records (the bytes are taken back out of
+// the sensor), throttle_time_ms, the fetch session unchanged, and the connection muted for the
+// throttle time once it is written.
+func (f *fetchRun) reply() netio.Reply {
+	if f.quota == nil {
+		return netio.Reply{Body: f.answer()}
+	}
+	var size int64
+	for i := range f.items {
+		size += f.items[i].p.slice.Length
+	}
+	ms := f.quota.recordThrottle(float64(size), f.quotaBound)
+	if ms <= 0 {
+		return netio.Reply{Body: f.answer()}
+	}
+	f.quota.unrecord(float64(size))
+	f.releaseSlices()
+	for i := range f.items {
+		f.items[i].p.slice = segmentSlice{}
+	}
+	ms = min(ms, 1<<31-1)
+	var sessionID int32
+	if f.ctx.kind == fetchIncremental {
+		sessionID = f.ctx.session.id
+	}
+	enc := &f.enc
+	enc.init(f.version)
+	enc.begin(int32(ms), 0, sessionID, 0)
+	enc.end()
+	rep := netio.Reply{Body: enc.body}
+	rep.Throttle = time.Duration(ms) * time.Millisecond
+	return rep
 }
 
 // answer encodes the response of the last read: every partition for a sessionless or full

@@ -28,6 +28,7 @@ func handleCreateTopics(b *Broker, r *netio.Request) netio.Reply {
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
+	mq := b.mutationQuota(r, r.Version >= 6) // controller_mutation_rate (quotas.go)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -36,7 +37,13 @@ func handleCreateTopics(b *Broker, r *netio.Request) netio.Reply {
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
-		t, err := b.createTopicFromRequest(rt, req.ValidateOnly, seen[rt.Topic] > 1)
+		var t Topic
+		var err error
+		if mq.exceeded() {
+			err = errThrottlingQuotaExceeded
+		} else if t, err = b.createTopicFromRequest(rt, req.ValidateOnly, seen[rt.Topic] > 1); err == nil && !req.ValidateOnly {
+			mq.record(t.Partitions)
+		}
 		if err != nil {
 			st.ErrorCode = errorCode(err)
 			msg := err.Error()
@@ -57,7 +64,9 @@ func handleCreateTopics(b *Broker, r *netio.Request) netio.Reply {
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return netio.Reply{Response: resp}
+	rep := netio.Reply{Response: resp}
+	mq.finish(&rep)
+	return rep
 }
 
 func (b *Broker) createTopicFromRequest(rt kmsg.CreateTopicsRequestTopic, validateOnly, duplicate bool) (Topic, error) {

@@ -68,6 +68,7 @@ func handleDeleteTopics(b *Broker, r *netio.Request) netio.Reply {
 	}
 
 	deleted := false
+	mq := b.mutationQuota(r, r.Version >= 5) // controller_mutation_rate (quotas.go)
 	for _, ref := range refs {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = ref.name, ref.id
@@ -87,10 +88,13 @@ func handleDeleteTopics(b *Broker, r *netio.Request) netio.Reply {
 			err = fmt.Errorf("topic deletion is disabled (delete.topic.enable=false): %w", kerr.TopicDeletionDisabled)
 		case b.deleteTopicDenied(r, ref): // ACL: DELETE on the topic
 			err = kerr.TopicAuthorizationFailed
+		case mq.exceeded():
+			err = errThrottlingQuotaExceeded
 		default:
 			var t Topic
 			t, err = b.deleteTopic(ref)
 			if err == nil {
+				mq.record(t.Partitions)
 				name := t.Name
 				st.Topic, st.TopicID = &name, t.ID
 			}
@@ -110,7 +114,9 @@ func handleDeleteTopics(b *Broker, r *netio.Request) netio.Reply {
 			slog.Error("writing checkpoints after DeleteTopics", "err", err)
 		}
 	}
-	return netio.Reply{Response: resp}
+	rep := netio.Reply{Response: resp}
+	mq.finish(&rep)
+	return rep
 }
 
 // deleteTopic removes a topic's metadata, then its partition logs and their directories.

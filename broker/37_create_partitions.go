@@ -35,6 +35,7 @@ func handleCreatePartitions(b *Broker, r *netio.Request) netio.Reply {
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
+	mq := b.mutationQuota(r, r.Version >= 3) // controller_mutation_rate (quotas.go)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
@@ -43,8 +44,13 @@ func handleCreatePartitions(b *Broker, r *netio.Request) netio.Reply {
 			err = fmt.Errorf("duplicate topic name %s: %w", rt.Topic, kerr.InvalidRequest)
 		} else if e := b.authorize(r, acl.OpAlter, acl.ResourceTopic, rt.Topic); e != nil { // ACL: ALTER on the topic
 			err = e
+		} else if mq.exceeded() {
+			err = errThrottlingQuotaExceeded
 		} else {
-			err = b.createPartitions(rt, req.ValidateOnly)
+			before, _ := b.topics.get(rt.Topic)
+			if err = b.createPartitions(rt, req.ValidateOnly); err == nil && !req.ValidateOnly {
+				mq.record(rt.Count - before.Partitions)
+			}
 		}
 		if err != nil {
 			st.ErrorCode = errorCode(err)
@@ -53,7 +59,9 @@ func handleCreatePartitions(b *Broker, r *netio.Request) netio.Reply {
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return netio.Reply{Response: resp}
+	rep := netio.Reply{Response: resp}
+	mq.finish(&rep)
+	return rep
 }
 
 // createPartitions raises a topic's partition count to rt.Count.

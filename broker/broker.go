@@ -79,6 +79,8 @@ type Broker struct {
 
 	// jbod: replica moves between log dirs and offline replica reports (logdirs.go).
 	logDirs logDirsState
+	// Client quotas (issue 14): the quota table and sensors (quotas.go).
+	quotas quotaState
 }
 
 // apiDef is an API handler registered by one file per API key (in its init()).
@@ -196,11 +198,12 @@ func New(cfg *Config) (*Broker, error) {
 	}
 	b.rm = newReplicaManager(b)
 	b.rm.reconcile()
+	b.quotas.init(b.cfg) // client quotas (quotas.go)
 	b.registry = netio.NewRegistry()
 	for _, d := range apiDefs {
 		d := d
 		b.registry.Register(netio.API{Key: d.key, MinVersion: d.min, MaxVersion: d.max, AdvertisedMin: d.advertisedMin,
-			Handle: func(r *netio.Request) netio.Reply { return d.handle(b, r) }})
+			Handle: func(r *netio.Request) netio.Reply { return b.handleWithRequestQuota(d, r) }})
 	}
 	b.obs.reg.MustRegister(securityCollector{b.sec}) // SASL counters (security.go)
 	ncfg := netio.Config{

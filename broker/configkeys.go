@@ -234,6 +234,9 @@ var (
 	// Racks (issue 14, racks.go).
 	keyBrokerRack           = stringKey("broker.rack")
 	keyReplicaSelectorClass = stringKey("replica.selector.class")
+	// Client quotas (quotas.go).
+	keyQuotaWindowNum         = intKey("quota.window.num")
+	keyQuotaWindowSizeSeconds = intKey("quota.window.size.seconds")
 
 	// Topic keys (read with Topic; each names the broker key behind its default in configdefs.go).
 	keyMaxMessageBytes             = intKey("max.message.bytes")

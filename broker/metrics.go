@@ -43,6 +43,7 @@ type brokerObs struct {
 func (b *Broker) initObs() {
 	b.obs.reg = metrics.New()
 	b.obs.reg.MustRegister(&brokerCollector{b: b})
+	b.obs.reg.MustRegister(&quotaCollector{b: b}) // client quotas (quotas.go)
 	b.obs.reg.SetTopicAlive(func(topic string) bool {
 		if !b.obs.built.Load() {
 			return true

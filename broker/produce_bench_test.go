@@ -41,6 +41,12 @@ func BenchmarkProduceHandler(b *testing.B) {
 		{64, 10, 100},
 		{64, 4, 1024},
 	}
+	// quotas=none is Produce as registered (handleProduceQuota: the client-quota check with no
+	// quota set, which must add no allocation); quotas=off the handler alone.
+	handlers := []struct {
+		name   string
+		handle func(*Broker, *netio.Request) netio.Reply
+	}{{"quotas=none", handleProduceQuota}, {"quotas=off", handleProduce}}
 	for _, c := range cases {
 		topic := fmt.Sprintf("bench-p%d-r%d-s%d", c.partitions, c.records, c.size)
 		createTopic(b, br.Addr(), topic, int32(c.partitions), nil)
@@ -48,13 +54,15 @@ func BenchmarkProduceHandler(b *testing.B) {
 		if !ok {
 			b.Fatal("topic not created")
 		}
-		b.Run(fmt.Sprintf("partitions=%d/records=%d/size=%d", c.partitions, c.records, c.size), func(b *testing.B) {
-			benchProduce(b, br, t.ID, c.partitions, c.records, c.size)
-		})
+		for _, h := range handlers {
+			b.Run(fmt.Sprintf("partitions=%d/records=%d/size=%d/%s", c.partitions, c.records, c.size, h.name), func(b *testing.B) {
+				benchProduce(b, br, h.handle, t.ID, c.partitions, c.records, c.size)
+			})
+		}
 	}
 }
 
-func benchProduce(b *testing.B, br *Broker, id [16]byte, partitions, records, size int) {
+func benchProduce(b *testing.B, br *Broker, handle func(*Broker, *netio.Request) netio.Reply, id [16]byte, partitions, records, size int) {
 	const version = 13
 	value := make([]byte, size)
 	for i := range value {
@@ -85,7 +93,7 @@ func benchProduce(b *testing.B, br *Broker, id [16]byte, partitions, records, si
 		if err := body.ReadFrom(frame); err != nil {
 			b.Fatal(err)
 		}
-		rep := handleProduce(br, &netio.Request{Key: 0, Version: version, Body: body})
+		rep := handle(br, &netio.Request{Key: 0, Version: version, Body: body})
 		resp, ok := rep.Response.(*kmsg.ProduceResponse)
 		if !ok || rep.Deferred != nil {
 			b.Fatal("no immediate response")

@@ -33,9 +33,11 @@ const (
 	RecordKindSCRAM        = "scram"
 	RecordKindSASLSecret   = "sasl"
 	RecordKindDeletedTopic = "deleted-topic"
+	// Client quotas (issue 14): one record per quota entity (broker/quotas.go).
+	RecordKindClientQuota = "client-quota"
 )
 
-var allowedRecordKinds = []string{RecordKindACL, RecordKindSCRAM, RecordKindSASLSecret, RecordKindDeletedTopic}
+var allowedRecordKinds = []string{RecordKindACL, RecordKindSCRAM, RecordKindSASLSecret, RecordKindDeletedTopic, RecordKindClientQuota}
 
 // opFrameLimit is the largest frame each operation may arrive in.
 var opFrameLimit = map[string]int{
@@ -245,7 +247,7 @@ func validateRequest(req *request) error {
 			ok = ok || req.Kind == k
 		}
 		if !ok {
-			return bad("record kind %q is not one brokers write (acl, scram, sasl, deleted-topic)", req.Kind)
+			return bad("record kind %q is not one brokers write (acl, scram, sasl, deleted-topic, client-quota)", req.Kind)
 		}
 		if len(req.Puts)+len(req.Deletes) > maxRecordChanges {
 			return bad("%d record changes, at most %d", len(req.Puts)+len(req.Deletes), maxRecordChanges)

@@ -237,6 +237,9 @@ type Stats struct {
 	WaitingAccept int64
 	// Throttled counts accepts delayed by max.connection.creation.rate.
 	Throttled int64
+	// QuotaMutes counts waits of a connection's reader for a client-quota throttle
+	// (Reply.Throttle) to end.
+	QuotaMutes int64
 }
 
 // stats are the counters behind Stats.
@@ -249,6 +252,7 @@ type stats struct {
 	refusedPerIP  atomic.Int64
 	throttled     atomic.Int64
 	waitingAccept atomic.Int64
+	quotaMutes    atomic.Int64
 }
 
 // Stats returns the current figures.
@@ -263,5 +267,6 @@ func (s *Server) Stats() Stats {
 		RefusedPerIP:  s.st.refusedPerIP.Load(),
 		WaitingAccept: s.st.waitingAccept.Load(),
 		Throttled:     s.st.throttled.Load(),
+		QuotaMutes:    s.st.quotaMutes.Load(),
 	}
 }

@@ -62,6 +62,10 @@ type conn struct {
 	// room wakes the reader waiting for room after the writer released some (capacity 1, so a
 	// release between the reader's check and its wait is not lost).
 	room chan struct{}
+
+	// muteUntil is when a quota mute ends (unix ns; Reply.Throttle): the reader reads and
+	// handles nothing more from the connection before.
+	muteUntil atomic.Int64
 }
 
 // queued is a reply waiting for its turn on the writer, with the buffer its request aliases.
@@ -147,6 +151,9 @@ func (c *conn) readLoop() {
 			return
 		default:
 		}
+		if !c.waitThrottle() {
+			return
+		}
 		if _, err := io.ReadFull(c.br, sizeBuf[:]); err != nil {
 			c.logReadErr(err)
 			return
@@ -168,6 +175,12 @@ func (c *conn) readLoop() {
 		if err := readFrame(c.br, frame, int(size)); err != nil {
 			c.done(frame, n)
 			c.logReadErr(err)
+			return
+		}
+		// A throttle given while this frame was being read (a deferred reply written by the
+		// writer goroutine meanwhile) holds the frame until it is over.
+		if !c.waitThrottle() {
+			c.done(frame, n)
 			return
 		}
 		dc, ok := c.chargeDecode(frame.B)
@@ -382,6 +395,7 @@ func (c *conn) dispatch(frame *bytebufferpool.ByteBuffer) (q queued, ok bool) {
 	}
 	req.Conn = &c.info
 	req.Received = received
+	req.Size = int32(len(frame.B))
 	reply, ok := c.call(api, req)
 	if !ok {
 		return q, false
@@ -432,6 +446,12 @@ func (c *conn) finish(q queued) {
 	if r.Body != nil {
 		r.Body.Release()
 	}
+	if t := max(r.Throttle, q.reply.Throttle); t > 0 {
+		until := time.Now().Add(t).UnixNano()
+		if until > c.muteUntil.Load() {
+			c.muteUntil.Store(until)
+		}
+	}
 	if o := c.srv.cfg.Observer; o != nil && !q.received.IsZero() {
 		o.RequestDone(q.key, q.version, time.Since(q.received))
 	}
@@ -442,6 +462,35 @@ func (c *conn) finish(q queued) {
 	}
 	c.releaseDecode(q.decode)
 	c.done(q.frame, q.size)
+}
+
+// waitThrottle waits, muted, until a quota throttle (Reply.Throttle) is over. It returns false
+// when the connection stops or broke meanwhile.
+func (c *conn) waitThrottle() bool {
+	until := c.muteUntil.Load()
+	if until == 0 {
+		return true
+	}
+	d := time.Until(time.Unix(0, until))
+	if d <= 0 {
+		return true
+	}
+	c.srv.st.muted.Add(1)
+	c.srv.st.mutedTotal.Add(1)
+	c.srv.st.quotaMutes.Add(1)
+	defer c.srv.st.muted.Add(-1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.stopped:
+		return false
+	case <-c.dead:
+		return false
+	}
+	// The wait was the quota's, not the client's idleness: the idle timer starts again.
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+	return true
 }
 
 // chargeDecode counts the decode charge of a frame read (Config.DecodeCost) against the broker

@@ -36,6 +36,11 @@
 // MaxQueuedBytes); smaller ones in bytebufferpool. Stats reports bytes, decode charges and requests held, muted
 // connections and refused connections.
 //
+// Quota throttling (Reply.Throttle, KIP-219): a reply with a throttle is written at once, and
+// the connection is muted for that long from when it is written: the reader reads no new
+// request before the time is over, and a request whose frame was already being read is not
+// handled before it (Stats.QuotaMutes counts these waits).
+//
 // Connections: at MaxConnections open (or a Listener's own MaxConnections) the listener's
 // accept loop waits until one closes, as Kafka's acceptor does: new connections wait in the
 // kernel's backlog; an InterBroker listener does not wait for the broker-wide limit. A new

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/valyala/bytebufferpool"
@@ -33,6 +34,10 @@ type Reply struct {
 	// records are in the log once the handler returned, as Kafka drops a produce request's
 	// records once they are appended.
 	NoAlias bool
+	// Throttle, when positive, mutes the connection for that long once this reply is written
+	// (KIP-219: the response goes out at once, with its throttle_time_ms, and nothing more is
+	// read from the connection until the time is over). Client quotas set it.
+	Throttle time.Duration
 }
 
 // Body is a response body made of encoded bytes interleaved with file slices. Bytes are

@@ -23,6 +23,9 @@ type Request struct {
 	Conn *ConnInfo
 	// Received is when the frame was read.
 	Received time.Time
+	// Size is the request's frame size in bytes (Kafka's request.sizeInBytes, what
+	// producer_byte_rate counts).
+	Size int32
 }
 
 // ConnInfo describes a client connection.

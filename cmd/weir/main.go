@@ -14,6 +14,7 @@
 //	weir config docs
 //	weir partition elect --type preferred|unclean (--all | --topic T [--partition N]); weir partition leaders [--topic T]
 //	weir acl add|list|remove [--allow|--deny] [--principal User:P] [--operation OP] [--topic T|--group G|--cluster] [--prefixed]
+//	weir quota set|describe|delete [--user U|--user-default] [--client-id C|--client-id-default] [--producer-byte-rate N ...]
 //
 // `weir serve` re-executes itself once at start, same pid, with GODEBUG schedtrace set so the Go
 // runtime's system monitor is not woken on every request (sysmon.go; WEIR_SYSMON_DEEP_SLEEP=1
@@ -44,7 +45,7 @@ func main() {
 		err = configCmd(os.Args[2:], os.Stdout)
 	case "hist":
 		err = histCmd(os.Args[2:], os.Stdout)
-	case "topic", "produce", "consume", "group", "txn", "bench", "cluster", "dev-cluster", "user", "acl", "partition":
+	case "topic", "produce", "consume", "group", "txn", "bench", "cluster", "dev-cluster", "user", "acl", "partition", "quota":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		switch os.Args[1] {
 		case "topic":
@@ -69,6 +70,8 @@ func main() {
 			err = aclCmd(ctx, os.Args[2:], os.Stdout)
 		case "partition":
 			err = partitionCmd(ctx, os.Args[2:], os.Stdout)
+		case "quota":
+			err = quotaCmd(ctx, os.Args[2:], os.Stdout)
 		}
 		stop()
 	case "-h", "--help", "help":
@@ -107,6 +110,7 @@ commands:
            leader election and balance: weir partition elect --type preferred|unclean (--all | --topic T [--partition N]);
            weir partition leaders [--topic T] (per broker: preferred partitions, leaderships, preferred not led)
   acl      ACLs (authorizer on): weir acl add --allow --principal User:alice --operation READ --topic T [--prefixed]; weir acl list; weir acl remove --principal User:alice
+  quota    client quotas: weir quota set --user alice --client-id c1 --producer-byte-rate 1048576; weir quota describe; weir quota delete --client-id c1
   bench    load generator: weir bench produce|e2e|consume [--workload 1topic-16part-1kb-50k] [--out DIR];
            weir bench txn [--commit-every 1000] [--commit-interval 100ms] [--abort-ratio 0.1] (transactional producers, commit latency); weir bench disk --dir D; weir bench report [--update docs/benchmarks.md] DIR...; weir bench cluster failover|catchup --dir D
   config   configuration reference: weir config docs (Markdown: every key, default, meaning; docs/configuration.md)
