@@ -55,6 +55,11 @@ type replicaManager struct {
 
 	// createFailures counts replica logs this broker could not create (metrics).
 	createFailures atomic.Int64
+
+	// leaderQuota is leader.replication.throttled.rate (KIP-73): the bytes this broker sends
+	// to followers outside the ISR of replicas listed in leader.replication.throttled.replicas
+	// (01_fetch.go). The follower side's quota is in the fetchers' config.
+	leaderQuota *replication.Quota
 }
 
 // replica is this broker's replica of one partition.
@@ -80,6 +85,11 @@ type replica struct {
 	epoch     int32                    // leader epoch of the current role
 	state     *replication.LeaderState // leaders of replicated partitions
 	stopWatch chan struct{}
+
+	// Replication throttles (KIP-73), from the topic's leader.replication.throttled.replicas
+	// and follower.replication.throttled.replicas naming this broker's replica (set by
+	// reconcile when the topic changes).
+	leaderThrottled, followerThrottled atomic.Bool
 }
 
 func newReplicaManager(b *Broker) *replicaManager {
@@ -93,7 +103,9 @@ func newReplicaManager(b *Broker) *replicaManager {
 		PartitionMaxBytes: int32(keyReplicaFetchMaxBytes.Get(b.cfg)),
 		Backoff:           keyReplicaFetchBackoff.Get(b.cfg),
 		Logger:            slog.Default(),
+		Quota:             replication.NewQuota(func() int64 { return keyFollowerReplicationThrottledRate.Get(b.cfg) }),
 	})
+	rm.leaderQuota = replication.NewQuota(func() int64 { return keyLeaderReplicationThrottledRate.Get(b.cfg) })
 	return rm
 }
 
@@ -219,11 +231,12 @@ func (rm *replicaManager) reconcile() (complete bool) {
 			cfg.LocalHighWatermark = r.local
 			r.log.SetConfig(cfg)
 			r.applied = w.t
+			r.setThrottles(w.t.Configs, me)
 		}
 		if w.info.Leader == me {
 			leaders = append(leaders, r)
 		} else if w.info.Leader >= 0 {
-			follows = append(follows, replication.Follow{Topic: tp.Topic, Partition: tp.Partition, Leader: w.info.Leader, LeaderEpoch: w.info.LeaderEpoch, Log: r.log})
+			follows = append(follows, replication.Follow{Topic: tp.Topic, Partition: tp.Partition, Leader: w.info.Leader, LeaderEpoch: w.info.LeaderEpoch, Log: r.log, Throttled: &r.followerThrottled})
 		}
 	}
 	// First stop fetching what this broker now leads, then take the leaderships.
@@ -240,8 +253,9 @@ func (rm *replicaManager) reconcile() (complete bool) {
 		r.mu.Unlock()
 		r.roleMu.Unlock()
 		if _, still := img.TopicsByID[r.topic]; still {
-			slog.Warn("replica no longer assigned to this broker; log left in place", "topic", r.tp.Topic, "partition", r.tp.Partition)
-			continue
+			// A partition reassignment moved the replica away: its log goes as a deleted
+			// topic's does (Kafka's StopReplica with deletion).
+			slog.Info("replica reassigned away from this broker; deleting its log", "topic", r.tp.Topic, "partition", r.tp.Partition)
 		}
 		if err := b.logs.DeleteLog(r.tp); err != nil {
 			slog.Error("deleting partition log of a deleted topic", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
@@ -256,6 +270,27 @@ func (rm *replicaManager) reconcile() (complete bool) {
 	b.txnImageChanged(img)
 	_ = leaders
 	return complete
+}
+
+// setThrottles takes the replica's KIP-73 throttles from its topic's configs (validated when
+// set; an unparsable value throttles nothing).
+func (r *replica) setThrottles(configs map[string]string, me int32) {
+	lt, _ := replication.ParseThrottledReplicas(configs[keyLeaderReplicationThrottledReplicas.Name()])
+	ft, _ := replication.ParseThrottledReplicas(configs[keyFollowerReplicationThrottledReplicas.Name()])
+	r.leaderThrottled.Store(lt.Contains(r.tp.Partition, me))
+	r.followerThrottled.Store(ft.Contains(r.tp.Partition, me))
+}
+
+// leaderThrottles reports whether this leader's answers to follower id's fetches count against
+// leader.replication.throttled.rate: the replica is listed in leader.replication.throttled.replicas
+// and the follower is not in the ISR (KIP-73).
+func (r *replica) leaderThrottles(id int32) bool {
+	if !r.leaderThrottled.Load() {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !slices.Contains(r.info.ISR, id)
 }
 
 // ensureLog returns tp's log, creating it; a log left by an earlier topic of the same name (a
@@ -297,6 +332,7 @@ func (r *replica) apply(info controller.PartitionInfo) {
 	if r.leading && r.epoch == info.LeaderEpoch {
 		if r.state != nil {
 			r.state.ApplyPartition(info.ISR, info.LeaderEpoch, info.PartitionEpoch)
+			r.state.SetReplicas(info.Replicas) // a partition reassignment adds and removes replicas
 			r.publishHWLocked()
 		}
 		return

@@ -335,6 +335,8 @@ type request struct {
 	// Incarnation identifies the broker process that sends a heartbeat (a random id per start,
 	// as Kafka's BrokerRegistration incarnation id).
 	Incarnation string `json:"incarnation,omitempty"`
+	// Partition reassignment (reassign.go).
+	Reassign *ReassignRequest `json:"reassign,omitempty"`
 }
 
 type response struct {
