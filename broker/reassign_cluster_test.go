@@ -261,22 +261,30 @@ func TestClusterReassignUnderLoad(t *testing.T) {
 	// A reassignment onto the stopped broker 1 (registered, fenced) cannot finish: it is listed,
 	// Metadata shows every replica, and a cancel puts the partition back.
 	reassignAll(t, adm, topic, 1, []int32{2, 1})
-	l, err := listReassignments(cl)
-	if err != nil || len(l) != 1 || l[0] != topic+"-0 [2 1 3 4] +[1] -[3 4]" {
-		t.Fatalf("in progress: %v %v", l, err)
+	listed := func(want ...string) func() (bool, string) {
+		return func() (bool, string) {
+			l, err := listReassignments(cl)
+			if err != nil {
+				return false, err.Error()
+			}
+			return slices.Equal(l, want), fmt.Sprint(l)
+		}
 	}
-	ps, err = c.partitions(adm, topic)
-	if err != nil || !slices.Equal(sortedIDs(ps[0].Replicas), []int32{1, 2, 3, 4}) {
-		t.Fatalf("metadata during the reassignment: %+v %v", ps[0], err)
+	waitFor(t, 10*time.Second, "the reassignment onto broker 1 listed", listed(topic+"-0 [2 1 3 4] +[1] -[3 4]"))
+	// Every broker's Metadata answer shows all four replicas (each applies the change on its own).
+	replicasAre := func(want ...int32) func() (bool, string) {
+		return func() (bool, string) {
+			ps, err := c.partitions(adm, topic)
+			if err != nil {
+				return false, err.Error()
+			}
+			return slices.Equal(sortedIDs(ps[0].Replicas), want), fmt.Sprintf("%+v", ps[0])
+		}
 	}
+	waitFor(t, 10*time.Second, "Metadata listing replicas 1-4 during the reassignment", replicasAre(1, 2, 3, 4))
 	reassignAll(t, adm, topic, 1, nil)
-	if l, err = listReassignments(cl); err != nil || len(l) != 0 {
-		t.Fatalf("after cancel: %v %v", l, err)
-	}
-	ps, err = c.partitions(adm, topic)
-	if err != nil || !slices.Equal(sortedIDs(ps[0].Replicas), []int32{2, 3, 4}) {
-		t.Fatalf("metadata after the cancel: %+v %v", ps[0], err)
-	}
+	waitFor(t, 10*time.Second, "no reassignment listed after the cancel", listed())
+	waitFor(t, 10*time.Second, "Metadata listing replicas 2-4 after the cancel", replicasAre(2, 3, 4))
 	// Cancelling again: NO_REASSIGNMENT_IN_PROGRESS.
 	var req kadm.AlterPartitionAssignmentsReq
 	req.CancelAssign(topic, 0)
