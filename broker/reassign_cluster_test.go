@@ -293,6 +293,59 @@ func TestClusterReassignUnderLoad(t *testing.T) {
 		t.Fatalf("second cancel: %v %v", resp, err)
 	}
 	t.Logf("second cancel: %v", resp.Error())
+
+	// CreatePartitions with an explicit assignment: partition 3 on {4,3,2}, leader 4.
+	t.Logf("create partitions")
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cp.TimeoutMillis = 30000
+	ct := kmsg.NewCreatePartitionsRequestTopic()
+	ct.Topic, ct.Count = topic, parts+1
+	ca := kmsg.NewCreatePartitionsRequestTopicAssignment()
+	ca.Replicas = []int32{4, 3, 2}
+	ct.Assignment = append(ct.Assignment, ca)
+	cp.Topics = append(cp.Topics, ct)
+	cpResp, err := cp.RequestWith(context.Background(), cl)
+	if err != nil || cpResp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create partitions with an assignment: %v %+v", err, cpResp)
+	}
+	waitFor(t, 30*time.Second, "partition 3 on {4,3,2} led by 4 with a full ISR", func() (bool, string) {
+		ps, err := c.partitions(adm, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		p := ps[parts]
+		return slices.Equal(p.Replicas, []int32{4, 3, 2}) && p.Leader == 4 && len(p.ISR) == 3, fmt.Sprintf("%+v", p)
+	})
+
+	// A single-replica partition moves too ({2} to {3}): its leader starts tracking the new
+	// follower, which joins the ISR and takes the leadership.
+	const single = "single"
+	t.Logf("single-replica move")
+	createAssignedTopic(t, cl, single, [][]int32{{2}}, nil)
+	sp := c.client(kgo.DefaultProduceTopic(single), kgo.RequiredAcks(kgo.AllISRAcks()))
+	for i := range 100 {
+		if err := sp.ProduceSync(context.Background(), &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("reassigning the single replica")
+	reassignAll(t, adm, single, 1, []int32{3})
+	waitFor(t, 30*time.Second, "the single replica moved to broker 3", func() (bool, string) {
+		ps, err := c.partitions(adm, single)
+		if err != nil {
+			return false, err.Error()
+		}
+		l, _ := listReassignments(cl)
+		return len(l) == 0 && slices.Equal(ps[0].Replicas, []int32{3}) && ps[0].Leader == 3, fmt.Sprintf("%+v %v", ps[0], l)
+	})
+	t.Logf("moved")
+	if err := sp.ProduceSync(context.Background(), &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatalf("produce after moving the single replica: %v", err)
+	}
+	waitFor(t, 10*time.Second, "broker 3 holding all 101 records", func() (bool, string) {
+		b := logBytes(t, c.nodes[c.index(3)].dir, single, 0)
+		return batchesEnd(b) == 101, fmt.Sprint(batchesEnd(b))
+	})
 }
 
 // TestClusterReassignThrottled: a partition holding ~8 MiB on {1,2} is reassigned to {2,3} with

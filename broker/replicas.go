@@ -68,7 +68,9 @@ type replica struct {
 	tp    engine.TopicPartition
 	topic [16]byte
 	log   *engine.Log
-	local bool // a single-replica partition: its high watermark follows its own log
+	// local: a single-replica partition, whose high watermark follows its own log. It changes
+	// when a reassignment changes the replica count (reconcile, before apply).
+	local atomic.Bool
 	// applied is the topic metadata whose configs the log has (reconcile only): images are
 	// copy-on-write, so a new pointer means the topic changed, its configs perhaps.
 	applied *controller.TopicInfo
@@ -219,16 +221,19 @@ func (rm *replicaManager) reconcile() (complete bool) {
 				slog.Error("creating partition log; retrying later", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 				continue
 			}
-			r = &replica{rm: rm, tp: tp, topic: w.t.ID, log: l, epoch: -1, local: len(w.info.Replicas) == 1}
+			r = &replica{rm: rm, tp: tp, topic: w.t.ID, log: l, epoch: -1}
+			r.local.Store(len(w.info.Replicas) == 1)
 			rm.mu.Lock()
 			rm.parts[tp] = r
 			rm.gen.Add(1)
 			rm.mu.Unlock()
 		}
 		if r.applied != w.t {
-			// Topic configs altered through any broker reach this one's logs here.
+			// Topic configs altered through any broker reach this one's logs here, and a
+			// reassignment's change of the replica count (to or from one replica).
+			r.local.Store(len(w.info.Replicas) == 1)
 			cfg := b.cfg.LogConfig(w.t.Configs)
-			cfg.LocalHighWatermark = r.local
+			cfg.LocalHighWatermark = r.local.Load()
 			r.log.SetConfig(cfg)
 			r.applied = w.t
 			r.setThrottles(w.t.Configs, me)
@@ -329,7 +334,7 @@ func (r *replica) apply(info controller.PartitionInfo) {
 		}
 		return
 	}
-	if r.leading && r.epoch == info.LeaderEpoch {
+	if r.leading && r.epoch == info.LeaderEpoch && (r.state != nil) == !r.local.Load() {
 		if r.state != nil {
 			r.state.ApplyPartition(info.ISR, info.LeaderEpoch, info.PartitionEpoch)
 			r.state.SetReplicas(info.Replicas) // a partition reassignment adds and removes replicas
@@ -344,7 +349,7 @@ func (r *replica) apply(info controller.PartitionInfo) {
 	}
 	r.leading, r.epoch = true, info.LeaderEpoch
 	r.rm.gen.Add(1)
-	if !r.local {
+	if !r.local.Load() {
 		l := r.log
 		r.state = replication.NewLeaderState(replication.LeaderConfig{
 			LocalID: me, Replicas: info.Replicas, ISR: info.ISR, LeaderEpoch: info.LeaderEpoch,
