@@ -85,7 +85,11 @@ func partitionReassignCmd(ctx context.Context, args []string, out io.Writer) err
 		switch {
 		case r.Err != nil:
 			failed++
-			fmt.Fprintf(out, "%s-%d\tFAILED\t%v\n", r.Topic, r.Partition, r.Err)
+			msg := r.Err.Error()
+			if r.ErrMessage != "" {
+				msg = r.ErrMessage
+			}
+			fmt.Fprintf(out, "%s-%d\tFAILED\t%s\n", r.Topic, r.Partition, msg)
 		case *cancel:
 			fmt.Fprintf(out, "%s-%d\tcancelled\n", r.Topic, r.Partition)
 		default:
