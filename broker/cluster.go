@@ -67,6 +67,7 @@ func (b *Broker) startController(adv []ListenerSpec) error {
 		},
 		Logger:   slog.Default(),
 		Security: portSec,
+		Rack:     keyBrokerRack.Get(b.cfg), // racks.go
 	})
 	if err != nil {
 		return fmt.Errorf("start controller: %w", err)

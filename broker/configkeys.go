@@ -227,6 +227,9 @@ var (
 	keyAuthorizerEnable                 = boolKey("authorizer.enable")
 	keySuperUsers                       = stringKey("super.users")
 	keyAllowEveryoneIfNoACLFound        = boolKey("allow.everyone.if.no.acl.found")
+	// Racks (issue 14, racks.go).
+	keyBrokerRack           = stringKey("broker.rack")
+	keyReplicaSelectorClass = stringKey("replica.selector.class")
 
 	// Topic keys (read with Topic; each names the broker key behind its default in configdefs.go).
 	keyMaxMessageBytes             = intKey("max.message.bytes")

@@ -10,9 +10,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -26,10 +28,36 @@ import (
 	"github.com/weir-mq/weir/internal/testcluster/tbcluster"
 )
 
-// startClusterAt is startCluster on fixed ports: Kafka base, base+10..., controller base+20...,
-// metrics base+40....
-func startClusterAt(t *testing.T, n, base int, extra map[string]string) *testCluster {
+// reassignPortBase returns the first base in this part's port range (40300-40399) whose ports
+// base..base+n-1, +20 and +40 (Kafka, controller, metrics) can all be bound now: the range lies
+// among the ephemeral ports, where a client connection may hold one.
+func reassignPortBase(t *testing.T, n int) int {
 	t.Helper()
+	for base := 40300; base+40+n-1 <= 40399; base += 5 {
+		free := true
+		for _, off := range []int{0, 20, 40} {
+			for i := range n {
+				l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+off+i))
+				if err != nil {
+					free = false
+					break
+				}
+				l.Close()
+			}
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("no free block of ports in 40300-40399")
+	return 0
+}
+
+// startClusterAt is startCluster on ports of this part's range: Kafka base..., controller
+// base+20..., metrics base+40... (base from reassignPortBase).
+func startClusterAt(t *testing.T, n int, extra map[string]string) *testCluster {
+	t.Helper()
+	base := reassignPortBase(t, n)
 	props := map[string]string{"group.initial.rebalance.delay.ms": "0"}
 	for k, v := range extra {
 		props[k] = v
@@ -122,7 +150,7 @@ func sortedIDs(ids []int32) []int32 {
 // a reassignment onto the stopped broker stays in progress (Metadata shows all replicas) and is
 // cancelled.
 func TestClusterReassignUnderLoad(t *testing.T) {
-	c := startClusterAt(t, 4, 40300, map[string]string{"min.insync.replicas": "2", "offsets.topic.replication.factor": "3"})
+	c := startClusterAt(t, 4, map[string]string{"min.insync.replicas": "2", "offsets.topic.replication.factor": "3"})
 	cl := c.client()
 	adm := kadm.NewClient(cl)
 	const topic, parts, records = "moving", 3, 30000
@@ -196,15 +224,19 @@ func TestClusterReassignUnderLoad(t *testing.T) {
 		return len(l) == 0, fmt.Sprint(l)
 	})
 	took := time.Since(start)
-	ps, err := c.partitions(adm, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range ps {
-		if !slices.Equal(sortedIDs(p.Replicas), []int32{2, 3, 4}) || p.Leader == 1 || p.Leader < 0 {
-			t.Fatalf("partition %d after the reassignment: replicas %v leader %d isr %v", p.Partition, p.Replicas, p.Leader, p.ISR)
+	// The listing came from one broker; each broker's Metadata answer follows its own image.
+	waitFor(t, 10*time.Second, "Metadata showing every partition on {2,3,4}, led there", func() (bool, string) {
+		ps, err := c.partitions(adm, topic)
+		if err != nil {
+			return false, err.Error()
 		}
-	}
+		for _, p := range ps {
+			if !slices.Equal(sortedIDs(p.Replicas), []int32{2, 3, 4}) || p.Leader == 1 || p.Leader < 0 {
+				return false, fmt.Sprintf("partition %d: replicas %v leader %d isr %v", p.Partition, p.Replicas, p.Leader, p.ISR)
+			}
+		}
+		return true, ""
+	})
 	one := c.nodes[c.index(1)]
 	waitFor(t, 30*time.Second, "broker 1 deleting its replicas", func() (bool, string) {
 		for p := range int32(parts) {
@@ -354,7 +386,7 @@ func TestClusterReassignUnderLoad(t *testing.T) {
 // current replicas and follower.replication.throttled.replicas for the added one). The
 // reassignment must take the log size over the rate, within 20%.
 func TestClusterReassignThrottled(t *testing.T) {
-	c := startClusterAt(t, 3, 40350, nil)
+	c := startClusterAt(t, 3, nil)
 	cl := c.client()
 	adm := kadm.NewClient(cl)
 	const topic = "throttled"

@@ -56,6 +56,9 @@ type Config struct {
 	// cluster).
 	Security *PortSecurity
 
+	// Rack is this broker's broker.rack ("" none), carried in its registration (racks, issue 14).
+	Rack string
+
 	// listener, if set, is used instead of listening on the node's address (tests).
 	listener net.Listener
 	// raftTimeout, if set, overrides the cluster heartbeat/election timeout (tests).

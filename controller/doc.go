@@ -51,4 +51,6 @@
 //     incarnation takes it over only once the old one is fenced or its session is over.
 //   - Replica placement (placement.go): partition i's replica j is on broker (start + i + j)
 //     mod n over the sorted unfenced brokers, start chosen at random per topic.
+//     When a broker has a rack (Config.Rack, BrokerInfo.Rack), placement is Kafka's striped
+//     rack-aware placement instead (racks.go).
 package controller

@@ -31,6 +31,8 @@ type BrokerInfo struct {
 	Principal string `json:",omitempty"`
 	// Incarnation is the id of the broker process of the latest registration (random per start).
 	Incarnation string `json:",omitempty"`
+	// Racks (issue 14): Rack is the broker's broker.rack, "" when it has none (Kafka's null).
+	Rack string `json:",omitempty"`
 }
 
 // PartitionInfo is the controller's view of one partition.
@@ -149,6 +151,8 @@ type command struct {
 	// Principal and Incarnation of a registration (BrokerInfo).
 	Principal   string `json:"principal,omitempty"`
 	Incarnation string `json:"incarnation,omitempty"`
+	// Racks (issue 14): the rack of a registration (BrokerInfo.Rack).
+	Rack string `json:"rack,omitempty"`
 	// Partition reassignment (reassign.go).
 	Reassign *ReassignRequest `json:"reassign,omitempty"`
 }
@@ -348,6 +352,7 @@ func apply(old *Image, index uint64, cmd *command) (*Image, *applyResult) {
 		prev, existed := b.img.Brokers[cmd.BrokerID]
 		bi := BrokerInfo{ID: cmd.BrokerID, Endpoints: slices.Clone(cmd.Endpoints), Fenced: true, Epoch: int64(index),
 			Principal: cmd.Principal, Incarnation: cmd.Incarnation}
+		bi.Rack = cmd.Rack // racks (issue 14)
 		if existed {
 			bi.Fenced = prev.Fenced
 		}

@@ -54,8 +54,8 @@ func (c *Controller) heartbeat(ctx context.Context, req *request, principal stri
 	}
 	var cmd *command
 	switch {
-	case req.Register || !ok || !slices.Equal(b.Endpoints, req.Endpoints) || (secured && b.Incarnation != req.Incarnation):
-		cmd = &command{Op: opRegister, BrokerID: id, Endpoints: req.Endpoints, Unclean: c.uncleanTopics(img), Incarnation: req.Incarnation}
+	case req.Register || !ok || !slices.Equal(b.Endpoints, req.Endpoints) || (secured && b.Incarnation != req.Incarnation) || b.Rack != req.Rack:
+		cmd = &command{Op: opRegister, BrokerID: id, Endpoints: req.Endpoints, Unclean: c.uncleanTopics(img), Incarnation: req.Incarnation, Rack: req.Rack}
 		if secured {
 			cmd.Principal = principal
 		}
@@ -145,6 +145,7 @@ func (c *Controller) heartbeatLoop() {
 					Addr:        c.selfAddr,
 					Register:    !registered,
 					Incarnation: c.incarnation,
+					Rack:        c.cfg.Rack,
 				})
 				cancel()
 				switch {

@@ -4,9 +4,9 @@ package controller
 // PartitionReassignmentReplicas, PartitionChangeBuilder):
 //
 //   - Starting a reassignment of a partition to a target replica list: with current = the
-//     partition's Replicas (during an earlier reassignment: every replica, added or removed),
-//     AddingReplicas = target - current, RemovingReplicas = current - target, and Replicas =
-//     target followed by the removing ones. The ISR and the leader do not change. The adding
+//     partition's original replicas (Replicas less any AddingReplicas of a reassignment in
+//     progress), AddingReplicas = target - current, RemovingReplicas = current - target, and
+//     Replicas = target followed by the removing ones. The ISR and the leader do not change. The adding
 //     brokers create the log and follow the leader (the broker's replica manager follows
 //     Replicas); the leader adds them to the ISR once they caught up (AlterPartition).
 //   - Completion, checked whenever the partition's ISR changes (alterPartition) and when the
@@ -17,9 +17,10 @@ package controller
 //   - Cancelling reverts to the original replicas (Replicas - AddingReplicas), ISR ∩ original;
 //     if no ISR member would remain it is refused (Kafka: it would need an unclean election).
 //     Cancelling a partition that is not being reassigned is NO_REASSIGNMENT_IN_PROGRESS.
-//   - A new target for a partition in reassignment replaces the old one as above (current =
-//     every replica), so replicas that were being added and are not in the new target become
-//     removing ones.
+//   - A new target for a partition in reassignment replaces the old one as above: replicas
+//     that were being added and are not in the new target are dropped at once (and leave the
+//     ISR; a dropped leader hands over to the first remaining ISR replica), and asking again
+//     for the same target changes nothing (a retried request is harmless).
 //
 // Every change bumps the partition epoch. The checks are done twice: on the raft leader when
 // the request is planned (so the caller gets Kafka's error code), and again when the command is
@@ -131,7 +132,7 @@ func (b *builder) reassign(r *ReassignRequest) (*PartitionInfo, error) {
 		if err := validateTarget(b.img, r); err != nil {
 			return nil, err
 		}
-		cur := p.Replicas
+		cur := p.OriginalReplicas()
 		target := slices.Clone(r.Target)
 		p.AddingReplicas = difference(target, cur)
 		p.RemovingReplicas = difference(cur, target)
@@ -142,7 +143,13 @@ func (b *builder) reassign(r *ReassignRequest) (*PartitionInfo, error) {
 		if len(p.RemovingReplicas) == 0 {
 			p.RemovingReplicas = nil
 		}
-		completeReassignment(b.img, &p)
+		// Replicas an earlier reassignment was adding and this one drops leave the ISR.
+		if isr := intersect(p.ISR, p.Replicas); len(isr) > 0 {
+			p.ISR = isr
+		}
+		if !completeReassignment(b.img, &p) {
+			moveLeader(b.img, &p)
+		}
 	}
 	p.PartitionEpoch++
 	b.mutTopic(r.Topic).Partitions[r.Partition] = p

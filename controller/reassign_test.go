@@ -77,6 +77,30 @@ func TestReassignCancelAndReplace(t *testing.T) {
 	}
 }
 
+// TestReassignReplaceDropsAdded: a replacement drops a replica that was being added (and had
+// joined the ISR) from the replicas and the ISR; asking again for the same target changes
+// nothing.
+func TestReassignReplaceDropsAdded(t *testing.T) {
+	img := reassignImage(t)
+	img = mustApply(t, img, 12, &command{Op: opRegister, BrokerID: 5})
+	img = mustApply(t, img, 13, reassignCmd("t", 0, 1, 4, 5))
+	again := mustApply(t, img, 14, reassignCmd("t", 0, 1, 4, 5))
+	if a, b := again.Topics["t"].Partitions[0], img.Topics["t"].Partitions[0]; !slices.Equal(a.Replicas, b.Replicas) ||
+		!slices.Equal(a.AddingReplicas, b.AddingReplicas) || !slices.Equal(a.RemovingReplicas, b.RemovingReplicas) {
+		t.Fatalf("the same target again: %+v, was %+v", a, b)
+	}
+	// 4 catches up and joins the ISR; 5 has not, so the reassignment goes on.
+	img = mustApply(t, img, 15, isrCmd(img.Topics["t"].Partitions[0], 1, 2, 3, 4))
+	if p := img.Topics["t"].Partitions[0]; !p.Reassigning() || !slices.Contains(p.ISR, 4) {
+		t.Fatalf("after 4 joined: %+v", p)
+	}
+	img = mustApply(t, img, 16, reassignCmd("t", 0, 1, 2, 3))
+	p := img.Topics["t"].Partitions[0]
+	if !slices.Equal(p.Replicas, []int32{1, 2, 3}) || p.Reassigning() || !slices.Equal(p.ISR, []int32{1, 2, 3}) || p.Leader != 1 {
+		t.Fatalf("4 and 5 not dropped: %+v", p)
+	}
+}
+
 func TestReassignErrors(t *testing.T) {
 	img := reassignImage(t)
 	cases := []struct {

@@ -335,6 +335,8 @@ type request struct {
 	// Incarnation identifies the broker process that sends a heartbeat (a random id per start,
 	// as Kafka's BrokerRegistration incarnation id).
 	Incarnation string `json:"incarnation,omitempty"`
+	// Racks (issue 14): Rack is the heartbeating broker's broker.rack ("" none).
+	Rack string `json:"rack,omitempty"`
 	// Partition reassignment (reassign.go).
 	Reassign *ReassignRequest `json:"reassign,omitempty"`
 }

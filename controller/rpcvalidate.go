@@ -143,11 +143,11 @@ func validateRequest(req *request) error {
 		return kerrf(kerr.InvalidRequest, "controller rpc %s: "+format, append([]any{req.Op}, args...)...)
 	}
 	// Which optional fields each operation may set.
-	type fields struct{ broker, endpoints, addr, register, create, name, total, assignment, configs, alter, n, kind, puts, deletes, incarnation, reassign bool }
+	type fields struct{ broker, endpoints, addr, register, create, name, total, assignment, configs, alter, n, kind, puts, deletes, incarnation, rack, reassign bool }
 	var f fields
 	switch req.Op {
 	case reqHeartbeat:
-		f = fields{broker: true, endpoints: true, addr: true, register: true, incarnation: true}
+		f = fields{broker: true, endpoints: true, addr: true, register: true, incarnation: true, rack: true}
 	case reqControlledStop:
 		f = fields{broker: true}
 	case reqCreateTopic:
@@ -180,7 +180,8 @@ func validateRequest(req *request) error {
 		!f.create && req.CreateTopic != nil, !f.name && req.Name != "", !f.total && req.Total != 0,
 		!f.assignment && req.Assignment != nil, !f.configs && req.Configs != nil, !f.alter && req.AlterPartition != nil,
 		!f.n && req.N != 0, !f.kind && req.Kind != "", !f.puts && req.Puts != nil, !f.deletes && req.Deletes != nil,
-		!f.incarnation && req.Incarnation != "", !f.reassign && req.Reassign != nil:
+		!f.incarnation && req.Incarnation != "", !f.rack && req.Rack != "",
+		!f.reassign && req.Reassign != nil:
 		return bad("field not used by this operation")
 	}
 	if req.TimeoutMs < 0 {
@@ -197,7 +198,7 @@ func validateRequest(req *request) error {
 			return bad("bad endpoint")
 		}
 	}
-	if len(req.Addr) > maxAddrLen || len(req.Incarnation) > maxNameLen {
+	if len(req.Addr) > maxAddrLen || len(req.Incarnation) > maxNameLen || len(req.Rack) > maxNameLen {
 		return bad("address or incarnation too long")
 	}
 	if len(req.Name) > maxNameLen {
