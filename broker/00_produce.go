@@ -163,13 +163,13 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 					hold.Release()
 				}
 				minISR := 1
-				if req.Acks == -1 && rep != nil && !rep.local {
+				if req.Acks == -1 && rep != nil && !rep.local.Load() {
 					minISR = keyMinInsyncReplicas.Topic(b.cfg, t.Configs)
 				}
 				switch {
 				case !leading:
 					err = fmt.Errorf("this broker does not lead %s-%d: %w", t.Name, rp.Partition, kerr.NotLeaderForPartition)
-				case req.Acks == -1 && !rep.local && rep.isrSize() < minISR:
+				case req.Acks == -1 && !rep.local.Load() && rep.isrSize() < minISR:
 					err = fmt.Errorf("ISR of %s-%d has %d replicas, min.insync.replicas is %d: %w", t.Name, rp.Partition, rep.isrSize(), minISR, kerr.NotEnoughReplicas)
 				case req.TransactionID != nil && b.verifyTxnProduce(*req.TransactionID, tp, rep.log, rp.Records, r.Version, &ta, &err):
 					// KIP-890 (txnverify.go): err says why the batch is refused.
@@ -203,7 +203,7 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 						sp.LogStartOffset = l.LogStartOffset()
 						tally.add(rp.Records)
 						switch {
-						case req.Acks == -1 && !rep.local:
+						case req.Acks == -1 && !rep.local.Load():
 							if pending == nil {
 								pending = make([]pendingAppend, 0, nparts)
 							}

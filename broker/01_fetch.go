@@ -445,10 +445,19 @@ func (f *fetchRun) readRecords(it *fetchItem, l *engine.Log, iso engine.Isolatio
 	if partMax <= 0 {
 		partMax = 1 // the first partition with data still gets one whole batch
 	}
+	// KIP-73: a throttled replica's follower outside the ISR gets nothing while
+	// leader.replication.throttled.rate is exceeded (replicas.go).
+	throttled := f.replica && it.rep != nil && it.rep.leaderThrottles(f.replicaID)
+	if throttled && f.b.rm.leaderQuota.Exceeded(time.Now()) {
+		return true
+	}
 	sl, err := f.b.readPartition(l, it.fetchOffset, partMax, iso)
 	if err != nil {
 		p.errorCode = errorCode(err)
 		return false
+	}
+	if throttled {
+		f.b.rm.leaderQuota.Record(sl.Length, time.Now())
 	}
 	p.slice = sl
 	*total += sl.Length

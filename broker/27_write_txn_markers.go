@@ -122,7 +122,7 @@ func (b *Broker) appendTxnMarker(t Topic, p int32, producerID int64, producerEpo
 		return pendingMarker{}, fmt.Errorf("%s-%d is not hosted here: %w", t.Name, p, kerr.NotLeaderForPartition)
 	}
 	minISR := 1
-	if !rep.local {
+	if !rep.local.Load() {
 		minISR = keyMinInsyncReplicas.Topic(b.cfg, t.Configs)
 		if rep.isrSize() < minISR {
 			return pendingMarker{}, fmt.Errorf("%s-%d has fewer in-sync replicas than %d: %w", t.Name, p, minISR, kerr.NotEnoughReplicas)
@@ -144,7 +144,7 @@ func (b *Broker) appendTxnMarker(t Topic, p int32, producerID int64, producerEpo
 // wait blocks until the marker is replicated to the ISR (a single broker: durable), the timer
 // fires or closing is closed.
 func (p pendingMarker) wait(timer <-chan time.Time, closing <-chan struct{}) error {
-	if p.rep.local {
+	if p.rep.local.Load() {
 		return p.rep.log.AwaitDurable(p.upTo)
 	}
 	return p.rep.waitCommitted(p.upTo, p.epoch, p.minISR, timer, closing)

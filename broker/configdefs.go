@@ -193,11 +193,18 @@ var brokerConfigDefs = []ConfigDef{
 	// Client quotas (issue 14, quotas.go).
 	{Name: "quota.window.num", Type: TypeInt, Unit: "samples", Default: "11", Valid: atLeast(1), Doc: "Samples kept in memory for client quotas: a quota's rate is measured over quota.window.num samples of quota.window.size.seconds, at least quota.window.num-1 whole ones (Kafka's Rate). A consumer_byte_rate quota also bounds one fetch response to rate x (quota.window.num-1) x quota.window.size.seconds bytes."},
 	{Name: "quota.window.size.seconds", Type: TypeInt, Unit: "seconds", Default: "1", Valid: atLeast(1), Doc: "Time span of each client quota sample."},
+	// Replication throttles (KIP-73; broker/reassign_throttle.go, replication/throttle.go).
+	{Name: "leader.replication.throttled.rate", Type: TypeLong, Unit: "bytes/s", Default: "9223372036854775807", Valid: atLeast(0), Dynamic: true, Doc: "Bytes per second this broker, as a leader, sends to followers outside the ISR of the replicas listed in their topic's leader.replication.throttled.replicas (the default: unlimited). Set per broker with IncrementalAlterConfigs, as kafka-reassign-partitions.sh --throttle does."},
+	{Name: "follower.replication.throttled.rate", Type: TypeLong, Unit: "bytes/s", Default: "9223372036854775807", Valid: atLeast(0), Dynamic: true, Doc: "Bytes per second this broker, as a follower that has not caught up, fetches for the replicas listed in their topic's follower.replication.throttled.replicas (the default: unlimited)."},
+	{Name: "replica.alter.log.dirs.io.max.bytes.per.second", Type: TypeLong, Unit: "bytes/s", Default: "9223372036854775807", Valid: atLeast(0), Dynamic: true, Doc: "Bytes per second for copying a replica to another log dir of this broker (AlterReplicaLogDirs). This build of weir does not move replicas between log dirs, so there is nothing for it to bound; it is accepted so that kafka-reassign-partitions.sh can set and clear it with the other throttles."},
 }
 
 // topicConfigDefault lists topic-level keys with no broker key, with their defaults.
 var topicOnlyConfigDefs = []ConfigDef{
 	{Name: "internal.segment.bytes", Type: TypeInt, Unit: "bytes", Default: "", Valid: atLeast(14), Internal: true, Doc: "For tests only (Kafka 4.1's internal key): when set, the segment size of the topic instead of segment.bytes, without segment.bytes' 1 MiB minimum (at least 14 bytes, Kafka's old minimum). Not listed by DescribeConfigs."},
+	// Replication throttles (KIP-73; broker/reassign_throttle.go).
+	{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: "", Valid: throttledReplicasValidator{}, Doc: "Replicas throttled on the leader side: partition:broker pairs (the leader broker of each throttled partition) or * for every replica of the topic. Their leader sends followers outside the ISR at most leader.replication.throttled.rate."},
+	{Name: "follower.replication.throttled.replicas", Type: TypeList, Default: "", Valid: throttledReplicasValidator{}, Doc: "Replicas throttled on the follower side: partition:broker pairs (the follower broker) or * for every replica of the topic. Such a follower that has not caught up fetches at most follower.replication.throttled.rate."},
 }
 
 var brokerDefByName = func() map[string]*ConfigDef {

@@ -266,4 +266,11 @@ var (
 	keyCompressionGzipLevel        = intKey("compression.gzip.level")
 	keyCompressionLZ4Level         = intKey("compression.lz4.level")
 	keyCompressionZstdLevel        = intKey("compression.zstd.level")
+
+	// Replication throttles (KIP-73; reassign_throttle.go).
+	keyLeaderReplicationThrottledRate       = longKey("leader.replication.throttled.rate")
+	keyFollowerReplicationThrottledRate     = longKey("follower.replication.throttled.rate")
+	keyLeaderReplicationThrottledReplicas   = stringKey("leader.replication.throttled.replicas")
+	keyFollowerReplicationThrottledReplicas = stringKey("follower.replication.throttled.replicas")
+	keyReplicaAlterLogDirsIOMaxBytes        = longKey("replica.alter.log.dirs.io.max.bytes.per.second")
 )

@@ -55,6 +55,11 @@ type replicaManager struct {
 
 	// createFailures counts replica logs this broker could not create (metrics).
 	createFailures atomic.Int64
+
+	// leaderQuota is leader.replication.throttled.rate (KIP-73): the bytes this broker sends
+	// to followers outside the ISR of replicas listed in leader.replication.throttled.replicas
+	// (01_fetch.go). The follower side's quota is in the fetchers' config.
+	leaderQuota *replication.Quota
 }
 
 // replica is this broker's replica of one partition.
@@ -63,7 +68,9 @@ type replica struct {
 	tp    engine.TopicPartition
 	topic [16]byte
 	log   *engine.Log
-	local bool // a single-replica partition: its high watermark follows its own log
+	// local: a single-replica partition, whose high watermark follows its own log. It changes
+	// when a reassignment changes the replica count (reconcile, before apply).
+	local atomic.Bool
 	// applied is the topic metadata whose configs the log has (reconcile only): images are
 	// copy-on-write, so a new pointer means the topic changed, its configs perhaps.
 	applied *controller.TopicInfo
@@ -80,6 +87,11 @@ type replica struct {
 	epoch     int32                    // leader epoch of the current role
 	state     *replication.LeaderState // leaders of replicated partitions
 	stopWatch chan struct{}
+
+	// Replication throttles (KIP-73), from the topic's leader.replication.throttled.replicas
+	// and follower.replication.throttled.replicas naming this broker's replica (set by
+	// reconcile when the topic changes).
+	leaderThrottled, followerThrottled atomic.Bool
 }
 
 func newReplicaManager(b *Broker) *replicaManager {
@@ -93,7 +105,9 @@ func newReplicaManager(b *Broker) *replicaManager {
 		PartitionMaxBytes: int32(keyReplicaFetchMaxBytes.Get(b.cfg)),
 		Backoff:           keyReplicaFetchBackoff.Get(b.cfg),
 		Logger:            slog.Default(),
+		Quota:             replication.NewQuota(func() int64 { return keyFollowerReplicationThrottledRate.Get(b.cfg) }),
 	})
+	rm.leaderQuota = replication.NewQuota(func() int64 { return keyLeaderReplicationThrottledRate.Get(b.cfg) })
 	return rm
 }
 
@@ -211,23 +225,27 @@ func (rm *replicaManager) reconcile() (complete bool) {
 				slog.Error("creating partition log; retrying later", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 				continue
 			}
-			r = &replica{rm: rm, tp: tp, topic: w.t.ID, log: l, epoch: -1, local: len(w.info.Replicas) == 1}
+			r = &replica{rm: rm, tp: tp, topic: w.t.ID, log: l, epoch: -1}
+			r.local.Store(len(w.info.Replicas) == 1)
 			rm.mu.Lock()
 			rm.parts[tp] = r
 			rm.gen.Add(1)
 			rm.mu.Unlock()
 		}
 		if r.applied != w.t {
-			// Topic configs altered through any broker reach this one's logs here.
+			// Topic configs altered through any broker reach this one's logs here, and a
+			// reassignment's change of the replica count (to or from one replica).
+			r.local.Store(len(w.info.Replicas) == 1)
 			cfg := b.cfg.LogConfig(w.t.Configs)
-			cfg.LocalHighWatermark = r.local
+			cfg.LocalHighWatermark = r.local.Load()
 			r.log.SetConfig(cfg)
 			r.applied = w.t
+			r.setThrottles(w.t.Configs, me)
 		}
 		if w.info.Leader == me {
 			leaders = append(leaders, r)
 		} else if w.info.Leader >= 0 && r.log.DirErr() == nil { // jbod: not from an offline dir
-			follows = append(follows, replication.Follow{Topic: tp.Topic, Partition: tp.Partition, Leader: w.info.Leader, LeaderEpoch: w.info.LeaderEpoch, Log: r.log})
+			follows = append(follows, replication.Follow{Topic: tp.Topic, Partition: tp.Partition, Leader: w.info.Leader, LeaderEpoch: w.info.LeaderEpoch, Log: r.log, Throttled: &r.followerThrottled})
 		}
 	}
 	// First stop fetching what this broker now leads, then take the leaderships.
@@ -244,8 +262,9 @@ func (rm *replicaManager) reconcile() (complete bool) {
 		r.mu.Unlock()
 		r.roleMu.Unlock()
 		if _, still := img.TopicsByID[r.topic]; still {
-			slog.Warn("replica no longer assigned to this broker; log left in place", "topic", r.tp.Topic, "partition", r.tp.Partition)
-			continue
+			// A partition reassignment moved the replica away: its log goes as a deleted
+			// topic's does (Kafka's StopReplica with deletion).
+			slog.Info("replica reassigned away from this broker; deleting its log", "topic", r.tp.Topic, "partition", r.tp.Partition)
 		}
 		if err := b.logs.DeleteLog(r.tp); err != nil {
 			slog.Error("deleting partition log of a deleted topic", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
@@ -260,6 +279,27 @@ func (rm *replicaManager) reconcile() (complete bool) {
 	b.txnImageChanged(img)
 	_ = leaders
 	return complete
+}
+
+// setThrottles takes the replica's KIP-73 throttles from its topic's configs (validated when
+// set; an unparsable value throttles nothing).
+func (r *replica) setThrottles(configs map[string]string, me int32) {
+	lt, _ := replication.ParseThrottledReplicas(configs[keyLeaderReplicationThrottledReplicas.Name()])
+	ft, _ := replication.ParseThrottledReplicas(configs[keyFollowerReplicationThrottledReplicas.Name()])
+	r.leaderThrottled.Store(lt.Contains(r.tp.Partition, me))
+	r.followerThrottled.Store(ft.Contains(r.tp.Partition, me))
+}
+
+// leaderThrottles reports whether this leader's answers to follower id's fetches count against
+// leader.replication.throttled.rate: the replica is listed in leader.replication.throttled.replicas
+// and the follower is not in the ISR (KIP-73).
+func (r *replica) leaderThrottles(id int32) bool {
+	if !r.leaderThrottled.Load() {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !slices.Contains(r.info.ISR, id)
 }
 
 // ensureLog returns tp's log, creating it; a log left by an earlier topic of the same name (a
@@ -298,9 +338,10 @@ func (r *replica) apply(info controller.PartitionInfo) {
 		}
 		return
 	}
-	if r.leading && r.epoch == info.LeaderEpoch {
+	if r.leading && r.epoch == info.LeaderEpoch && (r.state != nil) == !r.local.Load() {
 		if r.state != nil {
 			r.state.ApplyPartition(info.ISR, info.LeaderEpoch, info.PartitionEpoch)
+			r.state.SetReplicas(info.Replicas) // a partition reassignment adds and removes replicas
 			r.publishHWLocked()
 		}
 		return
@@ -312,7 +353,7 @@ func (r *replica) apply(info controller.PartitionInfo) {
 	}
 	r.leading, r.epoch = true, info.LeaderEpoch
 	r.rm.gen.Add(1)
-	if !r.local {
+	if !r.local.Load() {
 		l := r.log
 		r.state = replication.NewLeaderState(replication.LeaderConfig{
 			LocalID: me, Replicas: info.Replicas, ISR: info.ISR, LeaderEpoch: info.LeaderEpoch,

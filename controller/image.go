@@ -42,6 +42,10 @@ type PartitionInfo struct {
 	Leader         int32 // -1: no leader
 	LeaderEpoch    int32
 	PartitionEpoch int32 // bumped on every change of this partition (leader or ISR)
+	// Partition reassignment (reassign.go): while one is in progress, the replicas being added
+	// and the ones being removed; Replicas is then the target followed by the removing ones.
+	AddingReplicas   []int32 `json:",omitempty"`
+	RemovingReplicas []int32 `json:",omitempty"`
 }
 
 // TopicInfo is one topic of the image.
@@ -154,6 +158,8 @@ type command struct {
 	Rack string `json:"rack,omitempty"`
 	// jbod: the replicas of BrokerID in an offline log dir (log_dirs_offline, logdirs.go).
 	OfflineReplicas []PartitionRef `json:"offline_replicas,omitempty"`
+	// Partition reassignment (reassign.go).
+	Reassign *ReassignRequest `json:"reassign,omitempty"`
 }
 
 // applyResult is what the FSM returns for a command (seen by the proposer on the raft leader).
@@ -430,7 +436,12 @@ func apply(old *Image, index uint64, cmd *command) (*Image, *applyResult) {
 			res.err = err
 			break
 		}
+		if done := b.maybeCompleteReassignment(cmd.Alter.Topic, cmd.Alter.Partition); done != nil {
+			p = done // partition reassignment (reassign.go)
+		}
 		res.partition = p
+	case opReassign:
+		res.partition, res.err = b.reassign(cmd.Reassign)
 	case opAllocPIDs:
 		if cmd.N <= 0 || cmd.N > 1<<30 {
 			res.err = kerrf(kerr.InvalidRequest, "cannot allocate %d producer ids", cmd.N)

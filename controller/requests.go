@@ -305,6 +305,11 @@ func (c *Controller) execute(ctx context.Context, req *request, principal string
 		cmd = &command{Op: opAlterPartition, Alter: req.AlterPartition}
 	case reqAllocPIDs:
 		cmd = &command{Op: opAllocPIDs, N: req.N}
+	case reqReassign:
+		var err error
+		if cmd, err = planReassign(img, req.Reassign); err != nil {
+			return errorResponse(err)
+		}
 	case reqControlledStop:
 		cmd = &command{Op: opControlledStop, BrokerID: req.BrokerID}
 	case reqPutRecords:

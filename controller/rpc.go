@@ -342,6 +342,8 @@ type request struct {
 	Rack string `json:"rack,omitempty"`
 	// jbod: the sender's replicas in an offline log dir (log_dirs_offline, logdirs.go).
 	OfflineReplicas []PartitionRef `json:"offline_replicas,omitempty"`
+	// Partition reassignment (reassign.go).
+	Reassign *ReassignRequest `json:"reassign,omitempty"`
 }
 
 type response struct {

@@ -53,6 +53,7 @@ var opFrameLimit = map[string]int{
 	reqCreatePartitions: maxFrame,
 	reqElectLeaders:     maxFrame,
 	reqLogDirsOffline:   512 << 10, // jbod (logdirs.go)
+	reqReassign:         64 << 10,
 }
 
 // Bounds of request fields.
@@ -146,7 +147,7 @@ func validateRequest(req *request) error {
 		return kerrf(kerr.InvalidRequest, "controller rpc %s: "+format, append([]any{req.Op}, args...)...)
 	}
 	// Which optional fields each operation may set.
-	type fields struct{ broker, endpoints, addr, register, create, name, total, assignment, configs, alter, n, kind, puts, deletes, incarnation, rack, elect bool }
+	type fields struct{ broker, endpoints, addr, register, create, name, total, assignment, configs, alter, n, kind, puts, deletes, incarnation, rack, elect, reassign bool }
 	var f fields
 	switch req.Op {
 	case reqHeartbeat:
@@ -167,6 +168,11 @@ func validateRequest(req *request) error {
 		f = fields{n: true}
 	case reqPutRecords:
 		f = fields{kind: true, puts: true, deletes: true}
+	case reqReassign:
+		f = fields{reassign: true}
+		if err := validateReassignShape(req.Reassign); err != nil {
+			return bad("%v", err)
+		}
 	case reqSync:
 	case reqElectLeaders:
 		f = fields{elect: true}
@@ -188,7 +194,8 @@ func validateRequest(req *request) error {
 		!f.create && req.CreateTopic != nil, !f.name && req.Name != "", !f.total && req.Total != 0,
 		!f.assignment && req.Assignment != nil, !f.configs && req.Configs != nil, !f.alter && req.AlterPartition != nil,
 		!f.n && req.N != 0, !f.kind && req.Kind != "", !f.puts && req.Puts != nil, !f.deletes && req.Deletes != nil,
-		!f.incarnation && req.Incarnation != "", !f.rack && req.Rack != "", !f.elect && req.Elect != nil:
+		!f.incarnation && req.Incarnation != "", !f.rack && req.Rack != "", !f.elect && req.Elect != nil,
+		!f.reassign && req.Reassign != nil:
 		return bad("field not used by this operation")
 	}
 	if req.TimeoutMs < 0 {

@@ -29,6 +29,11 @@ type Follow struct {
 	Leader      int32
 	LeaderEpoch int32
 	Log         FollowerLog
+	// Throttled, when set and true, says this replica is listed in the topic's
+	// follower.replication.throttled.replicas (KIP-73): while it has not caught up with the
+	// leader, its fetches count against FetcherConfig.Quota and wait while the quota is
+	// exceeded. The owner may change it at any time.
+	Throttled *atomic.Bool
 }
 
 // FollowerLog is what a follower fetcher needs of a partition's log: its offsets, the leader
@@ -77,6 +82,8 @@ type FetcherConfig struct {
 	// Backoff is replica.fetch.backoff.ms after an error (default 1s).
 	Backoff time.Duration
 	Logger  *slog.Logger
+	// Quota is follower.replication.throttled.rate (throttle.go); nil: unlimited.
+	Quota *Quota
 }
 
 // Fetchers copies followed partitions from their leaders: one goroutine and connection per
@@ -119,6 +126,14 @@ type followed struct {
 	// after the local log was found entirely below it (an empty or long-gone replica) and
 	// emptied.
 	fetchFrom int64
+	// caughtUp: at the last fetch the log reached the leader's high watermark (Kafka's
+	// isReplicaInSync for throttling); throttled partitions that have not are held to Quota.
+	caughtUp bool
+}
+
+// throttled reports whether p's fetches count against the follower quota now.
+func (p *followed) throttled() bool {
+	return p.Throttled != nil && p.Throttled.Load() && !p.caughtUp
 }
 
 // NewFetchers returns an empty fetcher set.
@@ -489,13 +504,22 @@ func (s *sourceFetcher) round(parts []*followed) error {
 	}
 	var fetch []*followed
 	now := time.Now()
+	quotaWait := s.f.cfg.Quota.Wait(now)
+	held := false
 	for _, p := range parts {
 		if p.truncated && !now.Before(p.retryAt) {
+			if quotaWait > 0 && p.throttled() {
+				held = true // KIP-73: over follower.replication.throttled.rate
+				continue
+			}
 			fetch = append(fetch, p)
 		}
 	}
 	if len(fetch) == 0 {
 		wait := s.f.cfg.Backoff
+		if held {
+			wait = min(wait, max(quotaWait, time.Millisecond))
+		}
 		for _, p := range parts {
 			if p.truncated && p.retryAt.After(now) {
 				wait = min(wait, p.retryAt.Sub(now))
@@ -798,6 +822,9 @@ func (s *sourceFetcher) apply(p *followed, rp *kmsg.FetchResponseTopicPartition)
 	l := p.Log
 	batches := wholeBatches(rp.RecordBatches)
 	appended := len(batches) > 0
+	if appended && p.throttled() {
+		s.f.cfg.Quota.Record(int64(len(batches)), time.Now())
+	}
 	if appended {
 		if _, err := l.AppendStored(batches); err != nil {
 			return false, fmt.Errorf("append to follower %s-%d: %w", p.Topic, p.Partition, err)
@@ -806,6 +833,7 @@ func (s *sourceFetcher) apply(p *followed, rp *kmsg.FetchResponseTopicPartition)
 			return false, fmt.Errorf("sync follower %s-%d: %w", p.Topic, p.Partition, err)
 		}
 	}
+	p.caughtUp = l.LogEndOffset() >= rp.HighWatermark
 	if hw := min(rp.HighWatermark, l.LogEndOffset()); hw > l.HighWatermark() {
 		_ = l.AdvanceHighWatermark(hw)
 	}

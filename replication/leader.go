@@ -237,6 +237,22 @@ func (s *LeaderState) ApplyPartition(isr []int32, leaderEpoch, partitionEpoch in
 	s.maybeIncrementHW()
 }
 
+// SetReplicas installs the partition's assigned replicas when they change under the same
+// leadership (a partition reassignment adds replicas, then removes others): new ones are tracked
+// from now with an unknown end (they join the ISR once caught up, as any follower); ones that are
+// no longer replicas are forgotten unless they are still in the committed ISR.
+func (s *LeaderState) SetReplicas(replicas []int32) {
+	s.replicas = dedupLeaderIDs(replicas)
+	for _, id := range s.replicas {
+		s.track(id, s.now)
+	}
+	for id := range s.followers {
+		if !slices.Contains(s.replicas, id) && !slices.Contains(s.isr, id) {
+			delete(s.followers, id)
+		}
+	}
+}
+
 // AbortPending drops the in-flight proposal (it failed); a change may be proposed again later.
 func (s *LeaderState) AbortPending() {
 	s.pending = nil

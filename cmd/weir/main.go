@@ -15,6 +15,7 @@
 //	weir partition elect --type preferred|unclean (--all | --topic T [--partition N]); weir partition leaders [--topic T]
 //	weir acl add|list|remove [--allow|--deny] [--principal User:P] [--operation OP] [--topic T|--group G|--cluster] [--prefixed]
 //	weir quota set|describe|delete [--user U|--user-default] [--client-id C|--client-id-default] [--producer-byte-rate N ...]
+//	weir partition reassign --topic T [--partition N] --replicas 2,3,4 | --cancel; weir partition reassignments [--topic T]
 //
 // `weir serve` re-executes itself once at start, same pid, with GODEBUG schedtrace set so the Go
 // runtime's system monitor is not woken on every request (sysmon.go; WEIR_SYSMON_DEEP_SLEEP=1
@@ -111,6 +112,7 @@ commands:
            weir partition leaders [--topic T] (per broker: preferred partitions, leaderships, preferred not led)
   acl      ACLs (authorizer on): weir acl add --allow --principal User:alice --operation READ --topic T [--prefixed]; weir acl list; weir acl remove --principal User:alice
   quota    client quotas: weir quota set --user alice --client-id c1 --producer-byte-rate 1048576; weir quota describe; weir quota delete --client-id c1
+  partition  reassignment: weir partition reassign --topic T [--partition N] --replicas 2,3,4 (or --cancel); weir partition reassignments
   bench    load generator: weir bench produce|e2e|consume [--workload 1topic-16part-1kb-50k] [--out DIR];
            weir bench txn [--commit-every 1000] [--commit-interval 100ms] [--abort-ratio 0.1] (transactional producers, commit latency); weir bench disk --dir D; weir bench report [--update docs/benchmarks.md] DIR...; weir bench cluster failover|catchup --dir D
   config   configuration reference: weir config docs (Markdown: every key, default, meaning; docs/configuration.md)

@@ -6,6 +6,8 @@ package main
 //     kafka-leader-election.sh does;
 //   - leaders: the leader balance per broker (preferred partitions, partitions led, preferred
 //     partitions not led), from Metadata.
+//
+// partition_reassign.go holds reassign and reassignments.
 
 import (
 	"context"
@@ -32,6 +34,12 @@ const partitionUsage = `usage: weir partition <subcommand> [flags]
   leaders [--topic T]
           leader balance per broker: partitions it is the preferred replica of, partitions it
           leads, and preferred partitions it does not lead
+  reassign --topic T [--partition N] (--replicas 2,3,4 | --cancel)
+          move a partition's replicas (Kafka's AlterPartitionReassignments, as
+          kafka-reassign-partitions.sh): new replicas catch up and join the ISR, then the old
+          ones are removed; --cancel goes back to the original replicas
+  reassignments [--topic T]
+          the reassignments in progress (ListPartitionReassignments)
 `
 
 // partitionCmd runs `weir partition ...`, writing its results to stdout.
@@ -45,6 +53,10 @@ func partitionCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		return partitionElect(ctx, args, stdout)
 	case "leaders":
 		return partitionLeaders(ctx, args, stdout)
+	case "reassign":
+		return partitionReassignCmd(ctx, args, stdout)
+	case "reassignments":
+		return partitionReassignmentsCmd(ctx, args, stdout)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, partitionUsage)
 		return nil
