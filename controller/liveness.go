@@ -49,6 +49,7 @@ func (c *Controller) heartbeat(ctx context.Context, req *request, principal stri
 	c.lastHB[id] = time.Now()
 	knownAddr := c.nonvoters[id]
 	c.lmu.Unlock()
+	c.noteReplicaIndex(id, req.LastIndex) // quorum.go
 	if _, voter := c.voters[id]; !voter && req.Addr != "" && knownAddr != req.Addr && len(c.voters) > 0 {
 		c.ensureNonvoter(id, req.Addr)
 	}
@@ -145,6 +146,7 @@ func (c *Controller) heartbeatLoop() {
 					Addr:        c.selfAddr,
 					Register:    !registered,
 					Incarnation: c.incarnation,
+					LastIndex:   c.raft.LastIndex(),
 				})
 				cancel()
 				switch {

@@ -309,6 +309,8 @@ func (c *Controller) execute(ctx context.Context, req *request, principal string
 		cmd = &command{Op: opControlledStop, BrokerID: req.BrokerID}
 	case reqPutRecords:
 		cmd = &command{Op: opPutRecords, Kind: req.Kind, Puts: req.Puts, Deletes: req.Deletes}
+	case reqDescribeQuorum, reqAddVoter, reqRemoveVoter:
+		return c.executeQuorum(ctx, req) // quorum.go
 	case reqSync:
 		// Everything committed so far is applied here once the barrier returns; the caller
 		// waits until its own image has reached the same point.
@@ -339,7 +341,7 @@ func (c *Controller) execute(ctx context.Context, req *request, principal string
 // image.
 func (c *Controller) PutRecords(ctx context.Context, kind string, puts map[string]string, deletes []string) error {
 	if !slices.Contains(allowedRecordKinds, kind) {
-		return kerrf(kerr.InvalidRequest, "record kind %q (acl, scram)", kind)
+		return kerrf(kerr.InvalidRequest, "record kind %q (acl, scram, sasl, deleted-topic, broker_config, feature)", kind)
 	}
 	_, err := c.submit(ctx, &request{Op: reqPutRecords, Kind: kind, Puts: puts, Deletes: deletes})
 	return err

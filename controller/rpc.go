@@ -313,6 +313,10 @@ const (
 	reqControlledStop   = "controlled_shutdown"
 	reqPutRecords       = "put_records"
 	reqSync             = "sync"
+	// The quorum's state and its voters (quorum.go).
+	reqDescribeQuorum = "describe_quorum"
+	reqAddVoter       = "add_voter"
+	reqRemoveVoter    = "remove_voter"
 )
 
 type request struct {
@@ -335,6 +339,9 @@ type request struct {
 	// Incarnation identifies the broker process that sends a heartbeat (a random id per start,
 	// as Kafka's BrokerRegistration incarnation id).
 	Incarnation string `json:"incarnation,omitempty"`
+	// Quorum (quorum.go): LastIndex is the sender's last raft log index, reported in each
+	// heartbeat so the active controller can describe every replica's log end.
+	LastIndex uint64 `json:"last_index,omitempty"`
 }
 
 type response struct {
@@ -346,6 +353,8 @@ type response struct {
 	Partition  *PartitionInfo `json:"partition,omitempty"`
 	First      int64          `json:"first,omitempty"`
 	Epoch      int64          `json:"epoch,omitempty"`
+	// Quorum answers describe_quorum (quorum.go).
+	Quorum *QuorumInfo `json:"quorum,omitempty"`
 }
 
 // remoteError is an error returned by another node: its text, wrapping the Kafka error code.

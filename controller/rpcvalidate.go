@@ -33,9 +33,14 @@ const (
 	RecordKindSCRAM        = "scram"
 	RecordKindSASLSecret   = "sasl"
 	RecordKindDeletedTopic = "deleted-topic"
+	// Dynamic broker configs and finalized feature levels (broker/brokerconfigs.go,
+	// broker/features.go).
+	RecordKindBrokerConfig = "broker_config"
+	RecordKindFeature      = "feature"
 )
 
-var allowedRecordKinds = []string{RecordKindACL, RecordKindSCRAM, RecordKindSASLSecret, RecordKindDeletedTopic}
+var allowedRecordKinds = []string{RecordKindACL, RecordKindSCRAM, RecordKindSASLSecret, RecordKindDeletedTopic,
+	RecordKindBrokerConfig, RecordKindFeature}
 
 // opFrameLimit is the largest frame each operation may arrive in.
 var opFrameLimit = map[string]int{
@@ -49,6 +54,9 @@ var opFrameLimit = map[string]int{
 	reqPutRecords:       maxFrame,
 	reqCreateTopic:      maxFrame,
 	reqCreatePartitions: maxFrame,
+	reqDescribeQuorum:   4 << 10,
+	reqAddVoter:         4 << 10,
+	reqRemoveVoter:      4 << 10,
 }
 
 // Bounds of request fields.
@@ -142,11 +150,11 @@ func validateRequest(req *request) error {
 		return kerrf(kerr.InvalidRequest, "controller rpc %s: "+format, append([]any{req.Op}, args...)...)
 	}
 	// Which optional fields each operation may set.
-	type fields struct{ broker, endpoints, addr, register, create, name, total, assignment, configs, alter, n, kind, puts, deletes, incarnation bool }
+	type fields struct{ broker, endpoints, addr, register, create, name, total, assignment, configs, alter, n, kind, puts, deletes, incarnation, lastIndex bool }
 	var f fields
 	switch req.Op {
 	case reqHeartbeat:
-		f = fields{broker: true, endpoints: true, addr: true, register: true, incarnation: true}
+		f = fields{broker: true, endpoints: true, addr: true, register: true, incarnation: true, lastIndex: true}
 	case reqControlledStop:
 		f = fields{broker: true}
 	case reqCreateTopic:
@@ -163,7 +171,11 @@ func validateRequest(req *request) error {
 		f = fields{n: true}
 	case reqPutRecords:
 		f = fields{kind: true, puts: true, deletes: true}
-	case reqSync:
+	case reqSync, reqDescribeQuorum:
+	case reqAddVoter:
+		f = fields{broker: true, addr: true}
+	case reqRemoveVoter:
+		f = fields{broker: true}
 	default:
 		return kerrf(kerr.InvalidRequest, "unknown controller request %q", req.Op)
 	}
@@ -174,7 +186,7 @@ func validateRequest(req *request) error {
 		!f.create && req.CreateTopic != nil, !f.name && req.Name != "", !f.total && req.Total != 0,
 		!f.assignment && req.Assignment != nil, !f.configs && req.Configs != nil, !f.alter && req.AlterPartition != nil,
 		!f.n && req.N != 0, !f.kind && req.Kind != "", !f.puts && req.Puts != nil, !f.deletes && req.Deletes != nil,
-		!f.incarnation && req.Incarnation != "":
+		!f.incarnation && req.Incarnation != "", !f.lastIndex && req.LastIndex != 0:
 		return bad("field not used by this operation")
 	}
 	if req.TimeoutMs < 0 {
@@ -228,7 +240,7 @@ func validateRequest(req *request) error {
 			ok = ok || req.Kind == k
 		}
 		if !ok {
-			return bad("record kind %q is not one brokers write (acl, scram, sasl, deleted-topic)", req.Kind)
+			return bad("record kind %q is not one brokers write (acl, scram, sasl, deleted-topic, broker_config, feature)", req.Kind)
 		}
 		if len(req.Puts)+len(req.Deletes) > maxRecordChanges {
 			return bad("%d record changes, at most %d", len(req.Puts)+len(req.Deletes), maxRecordChanges)
