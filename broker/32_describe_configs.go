@@ -123,7 +123,7 @@ func (b *Broker) describeBrokerConfigs(keys []string, opts describeOptions) []km
 		value, source := b.brokerConfigValue(k)
 		var layers []configLayer
 		if opts.synonyms {
-			layers = b.cfg.brokerLayers(k)
+			layers = b.brokerConfigLayers(k) // brokerconfigs.go
 		}
 		out = append(out, describedConfig(k, value, configSource(source), *d, !d.Dynamic, layers, opts))
 	}

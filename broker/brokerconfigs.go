@@ -214,6 +214,16 @@ func (b *Broker) brokerConfigValue(k string) (value, source string) {
 	return value, source
 }
 
+// brokerConfigLayers is a broker key's synonyms as DescribeConfigs lists them: broker.id's is
+// node.id, which gives its value.
+func (b *Broker) brokerConfigLayers(k string) []configLayer {
+	if k == "broker.id" {
+		_, src := b.cfg.Get("node.id")
+		return []configLayer{{"node.id", strconv.Itoa(int(b.nodeID)), configSource(src)}}
+	}
+	return b.cfg.brokerLayers(k)
+}
+
 // describeClusterDefaultConfigs lists the cluster-wide dynamic defaults (the BROKER resource
 // named ""): only the keys set there, as Kafka describes the default resource.
 func (b *Broker) describeClusterDefaultConfigs(keys []string, opts describeOptions) []kmsg.DescribeConfigsResponseResourceConfig {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -96,6 +97,9 @@ func voterErr(code int16, msg *string) error {
 		return nil
 	}
 	if msg != nil && *msg != "" {
+		if strings.Contains(*msg, err.Error()) { // the broker's message names the error already
+			return errors.New(*msg)
+		}
 		return fmt.Errorf("%s: %w", *msg, err)
 	}
 	return err
