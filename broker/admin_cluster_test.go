@@ -8,6 +8,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,6 +29,7 @@ import (
 // the first start nodes.
 func adminCluster(t *testing.T, base, n, voters, start int, props map[string]string) *testcluster.Cluster {
 	t.Helper()
+	base = adminPortBlock(t, base)
 	var vs []string
 	for i := 1; i <= voters; i++ {
 		vs = append(vs, fmt.Sprintf("%d@127.0.0.1:%d", i, base+10+i-1))
@@ -60,6 +62,35 @@ func adminCluster(t *testing.T, base, n, voters, start int, props map[string]str
 		t.Fatal(err)
 	}
 	return tc
+}
+
+// adminPortBlock returns the first block of 30 ports, from preferred on among this part's
+// three (41000, 41030, 41060), whose ports are all free now: a port of the range may be held
+// as the local port of some connection.
+func adminPortBlock(t *testing.T, preferred int) int {
+	t.Helper()
+	blocks := []int{preferred}
+	for _, b := range []int{41000, 41030, 41060} {
+		if b != preferred {
+			blocks = append(blocks, b)
+		}
+	}
+	for _, b := range blocks {
+		free := true
+		for p := b; p < b+30 && free; p++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				free = false
+				continue
+			}
+			l.Close()
+		}
+		if free {
+			return b
+		}
+	}
+	t.Fatal("no free block of 30 ports in 41000-41089")
+	return 0
 }
 
 func adminClient(t *testing.T, nodes ...*testcluster.Node) *kgo.Client {
