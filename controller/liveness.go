@@ -139,15 +139,17 @@ func (c *Controller) heartbeatLoop() {
 			c.hbMu.Lock()
 			if !c.stopHB.Load() {
 				ctx, cancel := context.WithTimeout(c.ctx, c.cfg.SessionTimeout)
-				resp, err := c.submit(ctx, &request{
+				hb := &request{
 					Op:          reqHeartbeat,
 					BrokerID:    c.cfg.NodeID,
 					Endpoints:   c.cfg.Endpoints,
 					Addr:        c.selfAddr,
 					Register:    !registered,
 					Incarnation: c.incarnation,
-					LastIndex:   c.raft.LastIndex(),
-				})
+					LastIndex:   c.reportedLastIndex(), // quorum.go
+				}
+				resp, err := c.submit(ctx, hb)
+				c.noteHeartbeatAnswer(resp, err) // quorum.go
 				cancel()
 				switch {
 				case err == nil && !registered:

@@ -12,7 +12,10 @@ package controller
 // followers' match indexes, so every node reports its last log index in the heartbeat it sends
 // the active controller every broker.heartbeat.interval.ms (500 ms by default): a follower's
 // log end is that old at most (plus the heartbeat's own latency); a replica not heard from
-// since this node became the active controller has log end -1 and timestamps -1. The leader's
+// since this node became the active controller has log end -1 and timestamps -1. A node sends
+// its index only once the current leader's heartbeat answer said it takes it
+// (response.TakesLastIndex), so a leader of an older version, whose strict decoder would refuse
+// the field, never receives it during a rolling upgrade. The leader's
 // own entry is current. Raft indexes are inclusive (the index of the last entry), where Kafka's
 // offsets are exclusive; lags computed from them are the same.
 //
@@ -32,6 +35,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -62,6 +66,9 @@ type quorumState struct {
 	// mu guards reports; held only for map updates and copies.
 	mu      sync.Mutex
 	reports map[int32]replicaReport
+	// indexLeader is the raft address of the leader whose last heartbeat answer said it takes
+	// log ends in heartbeats (request.LastIndex); nil: send none.
+	indexLeader atomic.Pointer[string]
 }
 
 type replicaReport struct {
@@ -88,6 +95,35 @@ func (c *Controller) noteReplicaIndex(id int32, lastIndex uint64) {
 		r.caughtUp = now
 	}
 	c.quorum.reports[id] = r
+}
+
+// reportedLastIndex is the last raft index this node reports in its heartbeat, or 0 (the field
+// left out) unless the current raft leader said in its last heartbeat answer that it takes it:
+// an active controller of an older version decodes requests strictly and would refuse the
+// field, so a rolling upgrade never sends it to one.
+func (c *Controller) reportedLastIndex() uint64 {
+	ok := c.quorum.indexLeader.Load()
+	if ok == nil {
+		return 0
+	}
+	if addr, _ := c.raft.LeaderWithID(); string(addr) != *ok {
+		return 0
+	}
+	return c.raft.LastIndex()
+}
+
+// noteHeartbeatAnswer remembers whether the raft leader takes log ends in heartbeats.
+func (c *Controller) noteHeartbeatAnswer(resp *response, err error) {
+	if err != nil || resp == nil || !resp.TakesLastIndex {
+		c.quorum.indexLeader.Store(nil)
+		return
+	}
+	addr, _ := c.raft.LeaderWithID()
+	a := string(addr)
+	if a == "" {
+		a = c.selfAddr
+	}
+	c.quorum.indexLeader.Store(&a)
 }
 
 // DescribeQuorum returns the quorum as the raft leader sees it.

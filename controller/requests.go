@@ -275,7 +275,11 @@ func (c *Controller) execute(ctx context.Context, req *request, principal string
 	var cmd *command
 	switch req.Op {
 	case reqHeartbeat:
-		return c.heartbeat(ctx, req, principal)
+		r := c.heartbeat(ctx, req, principal)
+		if r != nil && r.Code == 0 {
+			r.TakesLastIndex = true // quorum.go
+		}
+		return r
 	case reqCreateTopic:
 		if req.CreateTopic == nil {
 			return errorResponse(kerrf(kerr.InvalidRequest, "create topic without a request"))

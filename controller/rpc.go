@@ -355,6 +355,8 @@ type response struct {
 	Epoch      int64          `json:"epoch,omitempty"`
 	// Quorum answers describe_quorum (quorum.go).
 	Quorum *QuorumInfo `json:"quorum,omitempty"`
+	// TakesLastIndex, in a heartbeat's answer: this leader takes request.LastIndex (quorum.go).
+	TakesLastIndex bool `json:"takes_last_index,omitempty"`
 }
 
 // remoteError is an error returned by another node: its text, wrapping the Kafka error code.
