@@ -247,12 +247,21 @@ func TestClusterReplaceVoter(t *testing.T) {
 	if err := victim.Restart(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "voters 1,2,4 after a restart", func() (bool, string) {
+	waitFor(t, 30*time.Second, "voters 1,2,4 after a restart, DescribeCluster naming the quorum's leader", func() (bool, string) {
 		q, err := describeQuorum(t, cl2)
 		if err != nil {
 			return false, err.Error()
 		}
-		return replicaIDs(q.CurrentVoters) == "1,2,4", replicaIDs(q.CurrentVoters)
+		if replicaIDs(q.CurrentVoters) != "1,2,4" {
+			return false, replicaIDs(q.CurrentVoters)
+		}
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer dcancel()
+		dc, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(dctx, cl2)
+		if err != nil || dc.ControllerID != q.LeaderID {
+			return false, fmt.Sprintf("DescribeCluster controller %v (err %v), quorum leader %d", dc, err, q.LeaderID)
+		}
+		return true, ""
 	})
 }
 

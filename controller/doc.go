@@ -22,7 +22,8 @@
 // Files by concern: controller.go (types, the read side: Image, Changed, ActiveID, WaitReady),
 // lifecycle.go (Start, ControlledShutdown, Close), requests.go (the operations, their routing to
 // the raft leader and their execution there), liveness.go (registration, heartbeats, takeover,
-// fencing), placement.go (where new partitions go).
+// fencing), placement.go (where new partitions go), quorum.go (the quorum as DescribeQuorum
+// shows it, from the log ends brokers report in heartbeats; adding and removing voters).
 //
 // Goroutines: hashicorp/raft's own; three per Controller started by Start and stopped by Close
 // (heartbeatLoop registers and heartbeats this broker to the active controller; leaderLoop takes
