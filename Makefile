@@ -64,3 +64,8 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+
+## kafka-tools: Kafka's own admin tools (TopicCommand, ConfigCommand, ...) against a 3-broker weir cluster on 127.0.0.1:41200-41202; table in OUT/results.md
+.PHONY: kafka-tools
+kafka-tools: build
+	WEIR_BIN="$${WEIR_BIN:-$(CURDIR)/bin/weir}" scripts/kafka-tools.sh $(OUT)

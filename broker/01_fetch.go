@@ -26,6 +26,10 @@ package broker
 // short of min_bytes but not empty) reads every partition again. An incremental fetch starts
 // from the replicas its session found last time (fetchsession.go), so an idle consumer of N
 // partitions costs one read of each per fetch, with no map lookup.
+//
+// Fetch from the closest replica (KIP-392, racks.go): with the rack-aware replica selector, a
+// leader may answer a consumer's v11+ fetch with a preferred read replica and no records; a
+// follower serves consumers' v11+ fetches up to the high watermark it knows.
 
 import (
 	"errors"
@@ -60,6 +64,13 @@ func handleFetch(b *Broker, r *netio.Request) netio.Reply {
 	f.b, f.version, f.req, f.ctx = b, r.Version, req, ctx
 	f.replica = replicaID >= 0
 	f.replicaID = replicaID
+	f.clientRack = b.fetchClientRack(r.Version, req, f.replica) // racks.go (KIP-392)
+	if f.clientRack != "" {
+		f.selfRack = keyBrokerRack.Get(b.cfg)
+		if r.Conn != nil {
+			f.listener = r.Conn.Listener
+		}
+	}
 	// ACL: READ on topics, CLUSTER_ACTION for replicas (authz_handlers.go).
 	f.denied = b.fetchDenied(r, req)
 	if !f.load() {
@@ -202,6 +213,10 @@ type fetchRun struct {
 	// readBytes is what the last read returned; a long poll parks only on a read short of
 	// min_bytes.
 	readBytes int64
+
+	// clientRack is the consumer's rack when a preferred read replica may be chosen (racks.go),
+	// selfRack this broker's and listener the request's listener; "" otherwise.
+	clientRack, selfRack, listener string
 }
 
 var fetchRunPool = sync.Pool{New: func() any { return new(fetchRun) }}
@@ -349,8 +364,11 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 			case it.leaderOK && it.okEpoch == epoch:
 				// Checked at this gen for this epoch: no role or epoch change since.
 			default:
-				roleErr = rep.checkLeader(epoch)
-				it.leaderOK, it.okEpoch = roleErr == nil, epoch
+				// A consumer's Fetch v11+ may read from a follower (KIP-392, racks.go); only a
+				// leader's check is kept for the session.
+				var leading bool
+				leading, roleErr = rep.checkRead(epoch, version >= 11)
+				it.leaderOK, it.okEpoch = roleErr == nil && leading, epoch
 			}
 		}
 		if l == nil || roleErr != nil {
@@ -372,6 +390,14 @@ func (f *fetchRun) read(w *engine.Waiter) (total int64, watched bool) {
 		p.hw = l.HighWatermark()
 		p.lso = l.LastStableOffset() // reported at both isolation levels, as Kafka does
 		p.logStart = l.LogStartOffset()
+		if f.clientRack != "" {
+			if id := rep.preferredReadReplica(b.ctl.Image(), f.selfRack, f.clientRack, it.fetchOffset, f.listener); id >= 0 {
+				// The consumer is sent to a follower in its rack: no records, answered at once.
+				p.preferredReadReplica, p.preferred = id, true
+				failed = true
+				continue
+			}
+		}
 		if !f.replica {
 			it.log = l
 		}
@@ -460,7 +486,7 @@ func (f *fetchRun) readMoved() (total int64, moved int) {
 		if f.version >= 9 {
 			epoch = it.leaderEpoch
 		}
-		if err := it.rep.checkLeader(epoch); err != nil {
+		if _, err := it.rep.checkRead(epoch, f.version >= 11); err != nil {
 			*p = fetchPartition{partition: it.partition, errorCode: errorCode(err), hw: -1, lso: -1, logStart: -1,
 				readCommitted: p.readCommitted}
 			it.log = nil

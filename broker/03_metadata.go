@@ -4,7 +4,8 @@ package broker
 // v0) means every topic. With allow_auto_topic_creation (v4+, implied before) and
 // auto.create.topics.enable, unknown topics are created with num.partitions. The broker list
 // holds this broker at its advertised address for the listener the request came in on. A topic
-// named more than once is answered once, as Kafka does.
+// named more than once is answered once, as Kafka does. Each broker's rack is its broker.rack (null
+// without; racks.go).
 
 import (
 	"errors"
@@ -31,6 +32,7 @@ func handleMetadata(b *Broker, r *netio.Request) netio.Reply {
 	for _, e := range b.liveBrokers(img, r.Conn.Listener) {
 		br := kmsg.NewMetadataResponseBroker()
 		br.NodeID, br.Host, br.Port = e.id, e.host, e.port
+		br.Rack = rackPtr(e.rack) // racks.go
 		resp.Brokers = append(resp.Brokers, br)
 	}
 	cid := b.clusterID
@@ -158,19 +160,20 @@ type brokerEndpoint struct {
 	id   int32
 	host string
 	port int32
+	rack string // broker.rack, "" none (racks.go)
 }
 
 // liveBrokers lists the unfenced brokers with their address on listener (or their first one),
 // by id. This broker is always listed, at its own advertised address.
 func (b *Broker) liveBrokers(img *controller.Image, listener string) []brokerEndpoint {
 	adv := b.advertisedFor(listener)
-	out := []brokerEndpoint{{id: b.nodeID, host: adv.Host, port: int32(adv.Port)}}
+	out := []brokerEndpoint{{id: b.nodeID, host: adv.Host, port: int32(adv.Port), rack: keyBrokerRack.Get(b.cfg)}}
 	for id, bi := range img.Brokers {
 		if id == b.nodeID || bi.Fenced {
 			continue
 		}
 		if e, ok := b.brokerAddr(img, id, listener); ok {
-			out = append(out, brokerEndpoint{id: id, host: e.Host, port: e.Port})
+			out = append(out, brokerEndpoint{id: id, host: e.Host, port: e.Port, rack: bi.Rack})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })

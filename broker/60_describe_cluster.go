@@ -5,7 +5,8 @@ package broker
 // listener the request came in on. v1 adds endpoint_type: 1 (brokers) is answered; 2
 // (controllers) is MISMATCHED_ENDPOINT_TYPE and any other UNSUPPORTED_ENDPOINT_TYPE, as a Kafka
 // broker answers them. v2 adds
-// include_fenced_brokers and is_fenced: this broker is never fenced. With
+// include_fenced_brokers and is_fenced: this broker is never fenced. Each broker's rack is its broker.rack
+// (null without; racks.go). With
 // include_cluster_authorized_operations the answer is every cluster operation (no authorizer:
 // everything is allowed; with the authorizer on, the principal's operations, 0 without DESCRIBE on
 // the cluster, as Kafka answers); otherwise the field is INT32_MIN ("not requested").
@@ -62,6 +63,7 @@ func handleDescribeCluster(b *Broker, r *netio.Request) netio.Reply {
 	for _, e := range b.liveBrokers(b.ctl.Image(), r.Conn.Listener) {
 		br := kmsg.NewDescribeClusterResponseBroker()
 		br.NodeID, br.Host, br.Port = e.id, e.host, e.port
+		br.Rack = rackPtr(e.rack) // racks.go
 		resp.Brokers = append(resp.Brokers, br)
 	}
 	return netio.Reply{Response: resp}

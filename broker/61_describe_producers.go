@@ -3,9 +3,11 @@ package broker
 // DescribeProducers (key 61), v0: a partition's active producers, as its leader's producer
 // state holds them (id, epoch, last sequence and timestamp, the coordinator epoch of the last
 // marker, the first offset of the ongoing transaction or -1), as kafka-transactions.sh
-// describe-producers shows them. READ on the topic is required (TOPIC_AUTHORIZATION_FAILED); a
-// partition this broker does not lead answers NOT_LEADER_OR_FOLLOWER, an unknown one
-// UNKNOWN_TOPIC_OR_PARTITION.
+// describe-producers shows them. As in Kafka, any replica answers from its own log (a follower
+// keeps the producer state of the batches it copies): kafka-transactions.sh find-hanging asks one
+// broker about every partition it holds a replica of. READ on the topic is required
+// (TOPIC_AUTHORIZATION_FAILED); a partition this broker holds no replica of answers
+// NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -47,12 +49,8 @@ func handleDescribeProducers(b *Broker, r *netio.Request) netio.Reply {
 				continue
 			}
 			rep := b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: p})
-			if rep == nil {
+			if rep == nil || rep.log == nil {
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
-				continue
-			}
-			if err := rep.checkLeader(-1); err != nil {
-				sp.ErrorCode = errorCode(err)
 				continue
 			}
 			for _, pi := range rep.log.Producers() {

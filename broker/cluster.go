@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -67,6 +68,11 @@ func (b *Broker) startController(adv []ListenerSpec) error {
 		},
 		Logger:   slog.Default(),
 		Security: portSec,
+		// Leader balance (controller/elect.go).
+		AutoLeaderRebalance:                keyAutoLeaderRebalanceEnable.Get(b.cfg),
+		LeaderImbalanceCheckInterval:       time.Duration(min(keyLeaderImbalanceCheckInterval.Get(b.cfg), int64(math.MaxInt64/time.Second))) * time.Second,
+		LeaderImbalancePerBrokerPercentage: keyLeaderImbalancePerBrokerPercentage.Get(b.cfg),
+		Rack:                               keyBrokerRack.Get(b.cfg), // racks.go
 	})
 	if err != nil {
 		return fmt.Errorf("start controller: %w", err)

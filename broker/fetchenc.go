@@ -22,6 +22,10 @@ type fetchPartition struct {
 	slice         segment.Slice
 	// aborted are the aborted transactions overlapping the records read (read_committed only).
 	aborted []engine.AbortedTxn
+	// preferredReadReplica, when preferred, is the replica the consumer should read from
+	// instead (KIP-392, racks.go; v11+); -1 is sent otherwise.
+	preferredReadReplica int32
+	preferred            bool
 }
 
 // fetchEncoder writes a Fetch response body (v4-v17) straight into a netio.Body, leaving each
@@ -107,7 +111,11 @@ func (e *fetchEncoder) partition(p *fetchPartition) {
 	}
 	p.aborted = nil
 	if e.version >= 11 {
-		e.b = kbin.AppendInt32(e.b, -1) // preferred read replica
+		preferred := int32(-1)
+		if p.preferred {
+			preferred = p.preferredReadReplica
+		}
+		e.b = kbin.AppendInt32(e.b, preferred)
 	}
 	// Records: never null, zero length when empty.
 	n := p.slice.Length

@@ -15,7 +15,7 @@ package broker
 // always have data does not starve the others under max_bytes (as Kafka does).
 //
 // Request metadata, as Kafka's FetchMetadata:
-//   - epoch -1, id 0: sessionless (librdkafka, sarama, kafka-go, weir's own followers); with an
+//   - epoch -1, id 0: sessionless (librdkafka, sarama, kafka-go); with an
 //     id, that session is closed first.
 //   - epoch 0: full fetch; a session named by id is closed, a new one is created when the
 //     response is sent (id 0 in the response when none could be made).
@@ -70,9 +70,9 @@ package broker
 // up and checks again otherwise, so an incremental fetch of an unchanged session costs no map
 // lookup and no leader check per partition.
 //
-// weir's own replication fetchers stay sessionless (epoch -1): they fetch few partitions per
-// leader and restart often on leadership changes. A follower that opens sessions (Kafka's
-// ReplicaFetcherThread) is served like any client, with privileged sessions.
+// Followers (weir's replication fetchers, as Kafka's ReplicaFetcherThread) open sessions too: one
+// per leader they fetch from, privileged, and a follower's incremental fetch moves the follower
+// state (ISR, high watermark) of every partition of its session, named or not.
 
 import (
 	"math"
@@ -635,6 +635,9 @@ func (s *fetchSession) respond(epoch int32, items []fetchItem) bool {
 		}
 		if r.errorCode != 0 {
 			must, sp.hw = true, -1 // resent once the error goes away
+		}
+		if r.preferred {
+			must = true // a preferred read replica is always answered (KIP-392, racks.go)
 		}
 		it.include = must
 		if r.slice.Length > 0 {

@@ -870,19 +870,20 @@ func TestFetchSessionCreateConcurrent(t *testing.T) {
 
 // TestFetchSessionLeadershipChange: a session that skips the leader check of partitions it
 // found led (at an unchanged replica generation) still answers NOT_LEADER_OR_FOLLOWER once the
-// broker stops leading one, and reads it again once it leads it anew.
+// broker stops leading one, and reads it again once it leads it anew. At Fetch v10: from v11 a
+// consumer may read from a follower (KIP-392, racks.go).
 func TestFetchSessionLeadershipChange(t *testing.T) {
 	b := startBroker(t, nil)
 	addr := b.Addr()
 	createTopic(t, addr, "lead", 2, nil)
 	topic, _ := b.topics.get("lead")
 	f := &sessionFetcher{t: t, w: dialWire(t, addr), topic: topic}
-	resp := f.fetch(13, -1, 0, 0, map[int32]int64{0: 0, 1: 0}, nil, 0)
+	resp := f.fetch(10, -1, 0, 0, map[int32]int64{0: 0, 1: 0}, nil, 0)
 	id := resp.SessionID
 	if resp.ErrorCode != 0 || id == 0 || sessionParts(resp) != "p0:hw0 p1:hw0" {
 		t.Fatalf("full fetch: error %d, session %d, %q", resp.ErrorCode, id, sessionParts(resp))
 	}
-	if got := sessionParts(f.fetch(13, -1, id, 1, nil, nil, 0)); got != "" {
+	if got := sessionParts(f.fetch(10, -1, id, 1, nil, nil, 0)); got != "" {
 		t.Fatalf("idle incremental fetch: %q", got)
 	}
 	r := b.rm.get(engine.TopicPartition{Topic: "lead", Partition: 1})
@@ -894,16 +895,16 @@ func TestFetchSessionLeadershipChange(t *testing.T) {
 	other.LeaderEpoch++
 	r.apply(other)
 	want := fmt.Sprintf("p1:hw-1:err%d", kerr.NotLeaderForPartition.Code)
-	if got := sessionParts(f.fetch(13, -1, id, 2, nil, nil, 0)); got != want {
+	if got := sessionParts(f.fetch(10, -1, id, 2, nil, nil, 0)); got != want {
 		t.Fatalf("after losing the lead: %q, want %q", got, want)
 	}
 	back := info
 	back.LeaderEpoch = other.LeaderEpoch + 1
 	r.apply(back)
-	if got := sessionParts(f.fetch(13, -1, id, 3, nil, nil, 0)); got != "p1:hw0" {
+	if got := sessionParts(f.fetch(10, -1, id, 3, nil, nil, 0)); got != "p1:hw0" {
 		t.Fatalf("after leading again: %q, want %q", got, "p1:hw0")
 	}
-	if got := sessionParts(f.fetch(13, -1, id, 4, nil, nil, 0)); got != "" {
+	if got := sessionParts(f.fetch(10, -1, id, 4, nil, nil, 0)); got != "" {
 		t.Fatalf("idle again: %q", got)
 	}
 }

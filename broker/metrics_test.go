@@ -38,7 +38,13 @@ func httpGet(t testing.TB, url string) (int, string) {
 
 func scrape(t testing.TB, b *Broker) series {
 	t.Helper()
-	code, body := httpGet(t, "http://"+b.MetricsAddr()+"/metrics")
+	return scrapeAddr(t, b.MetricsAddr())
+}
+
+// scrapeAddr reads the /metrics of the admin HTTP listener at addr (host:port).
+func scrapeAddr(t testing.TB, addr string) series {
+	t.Helper()
+	code, body := httpGet(t, "http://"+addr+"/metrics")
 	if code != 200 {
 		t.Fatalf("/metrics: %d %s", code, body)
 	}

@@ -56,6 +56,17 @@ type Config struct {
 	// cluster).
 	Security *PortSecurity
 
+	// Leader balance (elect.go). AutoLeaderRebalance (auto.leader.rebalance.enable): the
+	// active controller moves leaderships back to preferred replicas, every
+	// LeaderImbalanceCheckInterval (leader.imbalance.check.interval.seconds; 0: 300 s) and when
+	// a preferred replica rejoins the ISR, for brokers whose imbalance is over
+	// LeaderImbalancePerBrokerPercentage (leader.imbalance.per.broker.percentage).
+	AutoLeaderRebalance                bool
+	LeaderImbalanceCheckInterval       time.Duration
+	LeaderImbalancePerBrokerPercentage int
+	// Rack is this broker's broker.rack ("" none), carried in its registration (racks, issue 14).
+	Rack string
+
 	// listener, if set, is used instead of listening on the node's address (tests).
 	listener net.Listener
 	// raftTimeout, if set, overrides the cluster heartbeat/election timeout (tests).

@@ -22,12 +22,15 @@
 // Files by concern: controller.go (types, the read side: Image, Changed, ActiveID, WaitReady),
 // lifecycle.go (Start, ControlledShutdown, Close), requests.go (the operations, their routing to
 // the raft leader and their execution there), liveness.go (registration, heartbeats, takeover,
-// fencing), placement.go (where new partitions go), quorum.go (the quorum as DescribeQuorum
-// shows it, from the log ends brokers report in heartbeats; adding and removing voters).
+// fencing), placement.go (where new partitions go), elect.go (ElectLeaders, leader balance and
+// unclean election once it is allowed, run by leaderLoop on the active controller), quorum.go
+// (the quorum as DescribeQuorum shows it, from the log ends brokers report in heartbeats;
+// adding and removing voters).
 //
 // Goroutines: hashicorp/raft's own; three per Controller started by Start and stopped by Close
 // (heartbeatLoop registers and heartbeats this broker to the active controller; leaderLoop takes
-// over as active controller after an election and fences brokers whose session ended;
+// over as active controller after an election, fences brokers whose session ended and moves
+// leaderships back to preferred replicas (elect.go);
 // watchPeers records which voters raft cannot reach); on a multi-node quorum the port's accept
 // loop, one goroutine per accepted connection until raft's transport takes a raft connection
 // over or the RPC connection closes, and one per RPC in flight that cancels it on Close. An
@@ -52,4 +55,6 @@
 //     incarnation takes it over only once the old one is fenced or its session is over.
 //   - Replica placement (placement.go): partition i's replica j is on broker (start + i + j)
 //     mod n over the sorted unfenced brokers, start chosen at random per topic.
+//     When a broker has a rack (Config.Rack, BrokerInfo.Rack), placement is Kafka's striped
+//     rack-aware placement instead (racks.go).
 package controller

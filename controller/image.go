@@ -31,6 +31,8 @@ type BrokerInfo struct {
 	Principal string `json:",omitempty"`
 	// Incarnation is the id of the broker process of the latest registration (random per start).
 	Incarnation string `json:",omitempty"`
+	// Racks (issue 14): Rack is the broker's broker.rack, "" when it has none (Kafka's null).
+	Rack string `json:",omitempty"`
 }
 
 // PartitionInfo is the controller's view of one partition.
@@ -121,6 +123,7 @@ const (
 	opAllocPIDs        = "alloc_pids"
 	opInitCluster      = "init_cluster"
 	opPutRecords       = "put_records"
+	opElectLeaders     = "elect_leaders" // leader election and balance (elect.go)
 )
 
 // command is one entry of the metadata log. Everything non-deterministic (placement, random
@@ -145,6 +148,10 @@ type command struct {
 	// Principal and Incarnation of a registration (BrokerInfo).
 	Principal   string `json:"principal,omitempty"`
 	Incarnation string `json:"incarnation,omitempty"`
+	// Leader election and balance (elect.go): the leader changes of an elect_leaders command.
+	Elect []leaderChange `json:"elect,omitempty"`
+	// Racks (issue 14): the rack of a registration (BrokerInfo.Rack).
+	Rack string `json:"rack,omitempty"`
 }
 
 // applyResult is what the FSM returns for a command (seen by the proposer on the raft leader).
@@ -342,6 +349,7 @@ func apply(old *Image, index uint64, cmd *command) (*Image, *applyResult) {
 		prev, existed := b.img.Brokers[cmd.BrokerID]
 		bi := BrokerInfo{ID: cmd.BrokerID, Endpoints: slices.Clone(cmd.Endpoints), Fenced: true, Epoch: int64(index),
 			Principal: cmd.Principal, Incarnation: cmd.Incarnation}
+		bi.Rack = cmd.Rack // racks (issue 14)
 		if existed {
 			bi.Fenced = prev.Fenced
 		}
@@ -458,6 +466,8 @@ func apply(old *Image, index uint64, cmd *command) (*Image, *applyResult) {
 		versions[cmd.Kind] = index
 		b.img.RecordsIndex = versions
 		b.changed = true
+	case opElectLeaders:
+		b.electLeaders(cmd.Elect)
 	case opInitCluster:
 		// The first controller's cluster id wins; later ones are ignored.
 		if b.img.ClusterID == "" && cmd.ClusterID != "" {

@@ -55,8 +55,8 @@ func (c *Controller) heartbeat(ctx context.Context, req *request, principal stri
 	}
 	var cmd *command
 	switch {
-	case req.Register || !ok || !slices.Equal(b.Endpoints, req.Endpoints) || (secured && b.Incarnation != req.Incarnation):
-		cmd = &command{Op: opRegister, BrokerID: id, Endpoints: req.Endpoints, Unclean: c.uncleanTopics(img), Incarnation: req.Incarnation}
+	case req.Register || !ok || !slices.Equal(b.Endpoints, req.Endpoints) || (secured && b.Incarnation != req.Incarnation) || b.Rack != req.Rack:
+		cmd = &command{Op: opRegister, BrokerID: id, Endpoints: req.Endpoints, Unclean: c.uncleanTopics(img), Incarnation: req.Incarnation, Rack: req.Rack}
 		if secured {
 			cmd.Principal = principal
 		}
@@ -146,6 +146,7 @@ func (c *Controller) heartbeatLoop() {
 					Addr:        c.selfAddr,
 					Register:    !registered,
 					Incarnation: c.incarnation,
+					Rack:        c.cfg.Rack,
 					LastIndex:   c.reportedLastIndex(), // quorum.go
 				}
 				resp, err := c.submit(ctx, hb)
@@ -181,6 +182,7 @@ func (c *Controller) leaderLoop() {
 	tick = max(tick, 5*time.Millisecond)
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	var maint leaderMaint // leader election and balance (elect.go)
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -219,6 +221,7 @@ func (c *Controller) leaderLoop() {
 			continue
 		}
 		c.checkSessions()
+		c.maintainLeaders(&maint)
 	}
 }
 

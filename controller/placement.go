@@ -1,7 +1,8 @@
 package controller
 
 // Placement (raft leader only): topic name checks, the round-robin replica placement of new
-// topics and partitions, and the checks of explicit assignments.
+// topics and partitions (rack-aware when brokers have racks: racks.go), and the checks of
+// explicit assignments.
 
 import (
 	"crypto/rand"
@@ -100,7 +101,7 @@ func (c *Controller) planTopic(img *Image, r *CreateTopicRequest) (*TopicInfo, e
 		if r.ReplicationFactor < 1 || int(r.ReplicationFactor) > len(brokers) {
 			return nil, kerrf(kerr.InvalidReplicationFactor, "replication factor %d with %d available brokers", r.ReplicationFactor, len(brokers))
 		}
-		assignment = place(brokers, mrand.IntN(len(brokers)), 0, int(r.Partitions), int(r.ReplicationFactor))
+		assignment = placeNew(img, brokers, nil, mrand.IntN(len(brokers)), 0, int(r.Partitions), int(r.ReplicationFactor))
 	}
 	id := r.ID
 	if id == ([16]byte{}) {
@@ -151,7 +152,7 @@ func planPartitions(img *Image, name string, total int32, assignment [][]int32) 
 		if start < 0 {
 			start = mrand.IntN(len(brokers))
 		}
-		assignment = place(brokers, start, int(cur), int(total-cur), rf)
+		assignment = placeNew(img, brokers, t.Partitions, start, int(cur), int(total-cur), rf)
 	}
 	return &command{Op: opCreatePartitions, Name: name, Base: cur, Partitions: newPartitions(img, assignment)}, nil
 }

@@ -313,6 +313,8 @@ func (c *Controller) execute(ctx context.Context, req *request, principal string
 		cmd = &command{Op: opControlledStop, BrokerID: req.BrokerID}
 	case reqPutRecords:
 		cmd = &command{Op: opPutRecords, Kind: req.Kind, Puts: req.Puts, Deletes: req.Deletes}
+	case reqElectLeaders:
+		return c.executeElect(ctx, img, req.Elect)
 	case reqDescribeQuorum, reqAddVoter, reqRemoveVoter:
 		return c.executeQuorum(ctx, req) // quorum.go
 	case reqSync:

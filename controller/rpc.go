@@ -313,6 +313,7 @@ const (
 	reqControlledStop   = "controlled_shutdown"
 	reqPutRecords       = "put_records"
 	reqSync             = "sync"
+	reqElectLeaders     = "elect_leaders" // elect.go
 	// The quorum's state and its voters (quorum.go).
 	reqDescribeQuorum = "describe_quorum"
 	reqAddVoter       = "add_voter"
@@ -339,6 +340,10 @@ type request struct {
 	// Incarnation identifies the broker process that sends a heartbeat (a random id per start,
 	// as Kafka's BrokerRegistration incarnation id).
 	Incarnation string `json:"incarnation,omitempty"`
+	// Elect is an ElectLeaders request (elect.go).
+	Elect *ElectLeadersRequest `json:"elect,omitempty"`
+	// Racks (issue 14): Rack is the heartbeating broker's broker.rack ("" none).
+	Rack string `json:"rack,omitempty"`
 	// Quorum (quorum.go): LastIndex is the sender's last raft log index, reported in each
 	// heartbeat so the active controller can describe every replica's log end.
 	LastIndex uint64 `json:"last_index,omitempty"`
@@ -353,6 +358,8 @@ type response struct {
 	Partition  *PartitionInfo `json:"partition,omitempty"`
 	First      int64          `json:"first,omitempty"`
 	Epoch      int64          `json:"epoch,omitempty"`
+	// Elections are the per-partition results of an ElectLeaders request (elect.go).
+	Elections []ElectionResult `json:"elections,omitempty"`
 	// Quorum answers describe_quorum (quorum.go).
 	Quorum *QuorumInfo `json:"quorum,omitempty"`
 	// TakesLastIndex, in a heartbeat's answer: this leader takes request.LastIndex (quorum.go).

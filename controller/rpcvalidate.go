@@ -54,6 +54,7 @@ var opFrameLimit = map[string]int{
 	reqPutRecords:       maxFrame,
 	reqCreateTopic:      maxFrame,
 	reqCreatePartitions: maxFrame,
+	reqElectLeaders:     maxFrame,
 	reqDescribeQuorum:   4 << 10,
 	reqAddVoter:         4 << 10,
 	reqRemoveVoter:      4 << 10,
@@ -150,11 +151,11 @@ func validateRequest(req *request) error {
 		return kerrf(kerr.InvalidRequest, "controller rpc %s: "+format, append([]any{req.Op}, args...)...)
 	}
 	// Which optional fields each operation may set.
-	type fields struct{ broker, endpoints, addr, register, create, name, total, assignment, configs, alter, n, kind, puts, deletes, incarnation, lastIndex bool }
+	type fields struct{ broker, endpoints, addr, register, create, name, total, assignment, configs, alter, n, kind, puts, deletes, incarnation, rack, elect, lastIndex bool }
 	var f fields
 	switch req.Op {
 	case reqHeartbeat:
-		f = fields{broker: true, endpoints: true, addr: true, register: true, incarnation: true, lastIndex: true}
+		f = fields{broker: true, endpoints: true, addr: true, register: true, incarnation: true, rack: true, lastIndex: true}
 	case reqControlledStop:
 		f = fields{broker: true}
 	case reqCreateTopic:
@@ -172,6 +173,8 @@ func validateRequest(req *request) error {
 	case reqPutRecords:
 		f = fields{kind: true, puts: true, deletes: true}
 	case reqSync, reqDescribeQuorum:
+	case reqElectLeaders:
+		f = fields{elect: true}
 	case reqAddVoter:
 		f = fields{broker: true, addr: true}
 	case reqRemoveVoter:
@@ -186,7 +189,8 @@ func validateRequest(req *request) error {
 		!f.create && req.CreateTopic != nil, !f.name && req.Name != "", !f.total && req.Total != 0,
 		!f.assignment && req.Assignment != nil, !f.configs && req.Configs != nil, !f.alter && req.AlterPartition != nil,
 		!f.n && req.N != 0, !f.kind && req.Kind != "", !f.puts && req.Puts != nil, !f.deletes && req.Deletes != nil,
-		!f.incarnation && req.Incarnation != "", !f.lastIndex && req.LastIndex != 0:
+		!f.incarnation && req.Incarnation != "", !f.rack && req.Rack != "", !f.elect && req.Elect != nil,
+		!f.lastIndex && req.LastIndex != 0:
 		return bad("field not used by this operation")
 	}
 	if req.TimeoutMs < 0 {
@@ -203,7 +207,7 @@ func validateRequest(req *request) error {
 			return bad("bad endpoint")
 		}
 	}
-	if len(req.Addr) > maxAddrLen || len(req.Incarnation) > maxNameLen {
+	if len(req.Addr) > maxAddrLen || len(req.Incarnation) > maxNameLen || len(req.Rack) > maxNameLen {
 		return bad("address or incarnation too long")
 	}
 	if len(req.Name) > maxNameLen {
@@ -229,6 +233,11 @@ func validateRequest(req *request) error {
 	if ap := req.AlterPartition; ap != nil {
 		if len(ap.Topic) > maxNameLen || len(ap.ISR) > maxReplicas || ap.Partition < 0 {
 			return bad("bad alter_partition")
+		}
+	}
+	if f.elect {
+		if err := validateElect(req.Elect); err != nil {
+			return bad("%v", err)
 		}
 	}
 	if f.n && (req.N <= 0 || req.N > 1<<30) {

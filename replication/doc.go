@@ -14,8 +14,12 @@
 //     committed by the controller (AlterPartition) and come back through ApplyPartition.
 //   - Fetchers (fetcher.go): the follower side. One goroutine and one connection per source
 //     broker (kclient.go, with the inter-broker listener's TLS and SASL in kclient_security.go),
-//     many partitions per Fetch request (replica id set). Fetchers write to a FollowerLog, the
-//     small interface engine.Log and engine.MemLog both satisfy.
+//     many partitions per Fetch request (replica id set), in an incremental fetch session
+//     (KIP-227) per source broker: after the first full Fetch, a Fetch names only the
+//     partitions whose fetch offset, log start or leader epoch moved, so an idle follower of N
+//     partitions does not send and parse N partitions per Fetch (any failure makes the next
+//     Fetch a full one). Fetchers write to a FollowerLog, the small interface engine.Log and
+//     engine.MemLog both satisfy.
 //
 // Goroutines: LeaderState starts none and never reads the clock (time is passed in); it is not
 // safe for concurrent use (the broker holds the replica's lock around every call). Fetchers runs

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"slices"
 	"sort"
@@ -253,6 +254,62 @@ type sourceFetcher struct {
 	lastWarn         time.Time
 	lastWarnKey      string
 	securityFailures int
+
+	// sess is the incremental fetch session with the leader (KIP-227; the fetcher goroutine
+	// only).
+	sess fetchSession
+}
+
+// fetchSession is a follower's side of an incremental fetch session with its leader (KIP-227,
+// Kafka's FetchSessionHandler). The first Fetch is a full one (epoch 0) naming every partition;
+// the leader answers with a session id and remembers each partition's fetch parameters. Later
+// Fetches (that id, epochs 1, 2, ...) name only the partitions whose fetch offset, log start
+// offset or leader epoch moved since the leader last saw them, and the partitions to forget; the
+// leader reads every partition of the session (so an idle, caught-up follower still counts as
+// fetching it: its ISR membership and the high watermark are kept) and answers only those with
+// records or a changed high watermark, log start offset or error. A follower of N idle partitions
+// then sends and parses a few bytes per Fetch instead of N partitions.
+//
+// On any failure of a Fetch (connection, a session error from the leader) the next Fetch is a
+// full one that names the old session id, which closes it on the leader (epoch 0 with an id).
+type fetchSession struct {
+	id    int32 // 0: none
+	epoch int32 // epoch of the next Fetch: 0 is a full fetch
+	// sent is what the leader's session holds for each partition (as of the last answered Fetch).
+	sent map[tpKey]sentPart
+	// pending is what the Fetch in flight will leave in the session once answered.
+	pending map[tpKey]sentPart
+}
+
+// sentPart is a partition's fetch parameters as the leader's session holds them.
+type sentPart struct {
+	fetchOffset, logStart int64
+	leaderEpoch           int32
+}
+
+// reset makes the next Fetch a full one (closing the session on the leader, if any).
+func (fs *fetchSession) reset() {
+	fs.epoch = 0
+	clear(fs.sent)
+}
+
+// answered records a successful answer to the Fetch just sent: respID is the answer's session
+// id.
+func (fs *fetchSession) answered(respID int32) {
+	fs.sent, fs.pending = fs.pending, fs.sent
+	clear(fs.pending)
+	switch {
+	case fs.epoch == 0 && respID == 0:
+		// The leader made no session (its cache is full): the next Fetch is a full one again.
+		fs.id = 0
+		clear(fs.sent)
+	case fs.epoch == 0:
+		fs.id, fs.epoch = respID, 1
+	case fs.epoch == math.MaxInt32:
+		fs.epoch = 1
+	default:
+		fs.epoch++
+	}
 }
 
 // securityWarnEvery is how often a persisting connection security failure (TLS, SASL) is
@@ -593,17 +650,29 @@ func (s *sourceFetcher) fetch(parts []*followed) error {
 	req, byTP := s.fetchRequest(parts)
 	r, err := s.conn.request(req, time.Now().Add(s.f.cfg.MaxWait+10*time.Second))
 	if err != nil {
+		s.sess.reset()
 		return err
 	}
 	resp := r.(*kmsg.FetchResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		s.sess.reset()
+		switch {
+		case errors.Is(err, kerr.FetchSessionIDNotFound), errors.Is(err, kerr.InvalidFetchSessionEpoch),
+			errors.Is(err, kerr.FetchSessionTopicIDError):
+			// The leader lost or evicted the session, or it restarted: a full Fetch opens
+			// another one at once.
+			s.sess.id = 0
+			return nil
+		}
 		if errors.Is(err, kerr.ClusterAuthorizationFailed) {
 			return &peerauth.SecurityError{Stage: "authorization of Fetch (the inter-broker principal needs CLUSTER_ACTION on the cluster)", Addr: s.addr, Err: err}
 		}
 		return fmt.Errorf("fetch from broker %d: %w", s.source, err)
 	}
+	s.sess.answered(resp.SessionID)
 	idle, err := s.applyFetchResponse(byTP, resp)
 	if err != nil {
+		s.sess.reset()
 		return err
 	}
 	if idle && len(resp.Topics) == 0 {
@@ -617,18 +686,33 @@ func (s *sourceFetcher) fetch(parts []*followed) error {
 }
 
 // fetchRequest builds the Fetch request (replica id set) for parts, each from its log end (or
-// where it restarts, fetchFrom), and indexes parts by topic and partition.
+// where it restarts, fetchFrom), and indexes parts by topic and partition. In an incremental
+// session (s.sess) it names only the partitions whose fetch parameters differ from what the
+// leader's session holds, and forgets those of the session that are not in parts.
 func (s *sourceFetcher) fetchRequest(parts []*followed) (*kmsg.FetchRequest, map[tpKey]*followed) {
+	fs := &s.sess
+	if fs.sent == nil {
+		fs.sent, fs.pending = map[tpKey]sentPart{}, map[tpKey]sentPart{}
+	}
+	clear(fs.pending)
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(12)
 	req.ReplicaID = s.f.cfg.NodeID
 	req.MaxWaitMillis = int32(s.f.cfg.MaxWait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = s.f.cfg.MaxBytes
-	req.SessionEpoch = -1
+	req.SessionID, req.SessionEpoch = fs.id, fs.epoch
+	incremental := fs.epoch > 0
 	byTopic := map[string]int{}
-	byTP := map[tpKey]*followed{}
+	byTP := make(map[tpKey]*followed, len(parts))
 	for _, p := range parts {
+		k := tpKey{p.Topic, p.Partition}
+		byTP[k] = p
+		sp := sentPart{fetchOffset: max(p.Log.LogEndOffset(), p.fetchFrom), logStart: p.Log.LogStartOffset(), leaderEpoch: p.LeaderEpoch}
+		fs.pending[k] = sp
+		if prev, ok := fs.sent[k]; incremental && ok && prev == sp {
+			continue // the leader's session has it as it is
+		}
 		i, ok := byTopic[p.Topic]
 		if !ok {
 			i = len(req.Topics)
@@ -640,11 +724,27 @@ func (s *sourceFetcher) fetchRequest(parts []*followed) (*kmsg.FetchRequest, map
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = p.Partition
 		rp.CurrentLeaderEpoch = p.LeaderEpoch
-		rp.FetchOffset = max(p.Log.LogEndOffset(), p.fetchFrom)
-		rp.LogStartOffset = p.Log.LogStartOffset()
+		rp.FetchOffset = sp.fetchOffset
+		rp.LogStartOffset = sp.logStart
 		rp.PartitionMaxBytes = s.f.cfg.PartitionMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		byTP[tpKey{p.Topic, p.Partition}] = p
+	}
+	if incremental {
+		forget := map[string]int{}
+		for k := range fs.sent {
+			if _, ok := fs.pending[k]; ok {
+				continue
+			}
+			i, ok := forget[k.topic]
+			if !ok {
+				i = len(req.ForgottenTopics)
+				forget[k.topic] = i
+				ft := kmsg.NewFetchRequestForgottenTopic()
+				ft.Topic = k.topic
+				req.ForgottenTopics = append(req.ForgottenTopics, ft)
+			}
+			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, k.partition)
+		}
 	}
 	return req, byTP
 }

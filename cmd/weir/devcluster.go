@@ -24,7 +24,7 @@ import (
 	"github.com/weir-mq/weir/internal/testcluster"
 )
 
-const devClusterUsage = `usage: weir dev-cluster [-n 3] [--dir ./data-cluster] [--base-port 9092] [--controller-base-port 19093] [--set key=value ...]
+const devClusterUsage = `usage: weir dev-cluster [-n 3] [--dir ./data-cluster] [--base-port 9092] [--controller-base-port 19093] [--racks a,b,c] [--set key=value ...]
 
 Starts n brokers on 127.0.0.1, every one also a controller quorum voter: node i listens on
 base-port+i-1 (controller on controller-base-port+i-1) with data and its log (weir.log) in
@@ -57,6 +57,8 @@ type devClusterConfig struct {
 	sets               map[string]string
 	startTimeout       time.Duration
 	stopTimeout        time.Duration
+	// racks (--racks a,b,c; issue 14): node i's broker.rack is racks[(i-1) mod len]; nil: none.
+	racks []string
 }
 
 func parseDevClusterArgs(args []string, stdout io.Writer) (*devClusterConfig, error) {
@@ -75,8 +77,12 @@ func parseDevClusterArgs(args []string, stdout io.Writer) (*devClusterConfig, er
 	fs.Var(setFlags(c.sets), "set", "config key=value for every node (repeatable), as weir serve --set")
 	fs.DurationVar(&c.startTimeout, "start-timeout", 60*time.Second, "how long to wait for every node to start")
 	fs.DurationVar(&c.stopTimeout, "stop-timeout", 30*time.Second, "how long to wait for the nodes after SIGTERM before SIGKILL")
+	racks := fs.String("racks", "", "broker.rack of the nodes, comma-separated: node i takes the i-th, cycling (a,b,c with -n 6: a,b,c,a,b,c); empty: no racks")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if *racks != "" {
+		c.racks = strings.Split(*racks, ",")
 	}
 	if fs.NArg() != 0 {
 		return nil, fmt.Errorf("dev-cluster takes no arguments, got %q\n%s", fs.Args(), devClusterUsage)
@@ -105,6 +111,14 @@ func (c *devClusterConfig) validate() error {
 	if c.basePort < c.controllerBasePort+c.n && c.controllerBasePort < c.basePort+c.n {
 		return fmt.Errorf("broker ports %d-%d overlap controller ports %d-%d",
 			c.basePort, c.basePort+c.n-1, c.controllerBasePort, c.controllerBasePort+c.n-1)
+	}
+	for _, r := range c.racks {
+		if r == "" {
+			return errors.New("--racks: an empty rack name")
+		}
+	}
+	if _, ok := c.sets["broker.rack"]; ok && len(c.racks) > 0 {
+		return errors.New("--set broker.rack and --racks: give one of them")
 	}
 	for k := range c.sets {
 		if f, ok := devNodeKeys[k]; ok {
@@ -171,6 +185,9 @@ func (c *devClusterConfig) nodeProps(i int) map[string]string {
 	props["listeners"] = "PLAINTEXT://" + c.brokerAddr(i)
 	props["log.dirs"] = c.nodeDir(i)
 	props["controller.quorum.voters"] = c.voters()
+	if len(c.racks) > 0 {
+		props["broker.rack"] = c.racks[(i-1)%len(c.racks)]
+	}
 	return props
 }
 

@@ -12,6 +12,7 @@
 //	weir bench produce|e2e|txn|consume|disk|report|tools-report [--workload 1topic-16part-1kb-50k] [--out DIR] [flags]
 //	weir hist show X.hgrm | weir hist compare A.hgrm B.hgrm [--plot out.png|out.svg]
 //	weir config docs
+//	weir partition elect --type preferred|unclean (--all | --topic T [--partition N]); weir partition leaders [--topic T]
 //	weir acl add|list|remove [--allow|--deny] [--principal User:P] [--operation OP] [--topic T|--group G|--cluster] [--prefixed]
 //
 // `weir serve` re-executes itself once at start, same pid, with GODEBUG schedtrace set so the Go
@@ -43,7 +44,7 @@ func main() {
 		err = configCmd(os.Args[2:], os.Stdout)
 	case "hist":
 		err = histCmd(os.Args[2:], os.Stdout)
-	case "topic", "produce", "consume", "group", "txn", "bench", "cluster", "dev-cluster", "user", "acl":
+	case "topic", "produce", "consume", "group", "txn", "bench", "cluster", "dev-cluster", "user", "acl", "partition":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		switch os.Args[1] {
 		case "topic":
@@ -66,6 +67,8 @@ func main() {
 			err = userCmd(ctx, os.Args[2:], os.Stdout)
 		case "acl":
 			err = aclCmd(ctx, os.Args[2:], os.Stdout)
+		case "partition":
+			err = partitionCmd(ctx, os.Args[2:], os.Stdout)
 		}
 		stop()
 	case "-h", "--help", "help":
@@ -100,6 +103,9 @@ commands:
   group    list, describe (members, lag), delete consumer groups, reset their offsets
   txn      transactions: weir txn list [--state Ongoing]; weir txn describe ID; weir txn abort --topic T --partition P --start-offset O
   user     SCRAM users (SASL): weir user create NAME --password P; weir user delete NAME; weir user list
+  partition
+           leader election and balance: weir partition elect --type preferred|unclean (--all | --topic T [--partition N]);
+           weir partition leaders [--topic T] (per broker: preferred partitions, leaderships, preferred not led)
   acl      ACLs (authorizer on): weir acl add --allow --principal User:alice --operation READ --topic T [--prefixed]; weir acl list; weir acl remove --principal User:alice
   bench    load generator: weir bench produce|e2e|consume [--workload 1topic-16part-1kb-50k] [--out DIR];
            weir bench txn [--commit-every 1000] [--commit-interval 100ms] [--abort-ratio 0.1] (transactional producers, commit latency); weir bench disk --dir D; weir bench report [--update docs/benchmarks.md] DIR...; weir bench cluster failover|catchup --dir D
