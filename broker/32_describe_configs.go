@@ -8,7 +8,10 @@ package broker
 // the key's own default. A bad topic name is INVALID_TOPIC_EXCEPTION, an unknown topic
 // UNKNOWN_TOPIC_OR_PARTITION. A broker resource named "" or this node's id lists every broker
 // key (read-only unless dynamic); another name is INVALID_REQUEST (Kafka: "unexpected broker
-// id"). weir has no cluster-wide dynamic default layer, so "" describes this broker too. A
+// id"). The resource "" describes the cluster-wide dynamic defaults only (source
+// DYNAMIC_DEFAULT_BROKER_CONFIG, brokerconfigs.go), as Kafka does. broker.id is this node's id
+// and advertised.listeners the listeners this broker advertises (configured or derived), as a
+// Kafka 4 broker reports them. A
 // null or empty config_names means every key; named keys select just those, unknown ones are
 // omitted as Kafka does. The source tells defaults (is_default is a v0 field, not sent); nothing
 // is sensitive (a PASSWORD key would be, with a null value). Synonyms (v1+, only with include_synonyms) list the value in
@@ -56,7 +59,11 @@ func handleDescribeConfigs(b *Broker, r *netio.Request) netio.Reply {
 			sr.Configs, err = b.describeTopicConfigs(rr.ResourceName, rr.ConfigNames, opts)
 		case kmsg.ConfigResourceTypeBroker:
 			if err = b.checkBrokerResource(rr.ResourceName); err == nil {
-				sr.Configs = b.describeBrokerConfigs(rr.ConfigNames, opts)
+				if rr.ResourceName == "" {
+					sr.Configs = b.describeClusterDefaultConfigs(rr.ConfigNames, opts) // brokerconfigs.go
+				} else {
+					sr.Configs = b.describeBrokerConfigs(rr.ConfigNames, opts)
+				}
 			}
 		default:
 			err = fmt.Errorf("unsupported resource type %v: %w", rr.ResourceType, kerr.InvalidRequest)
@@ -113,10 +120,10 @@ func (b *Broker) describeBrokerConfigs(keys []string, opts describeOptions) []km
 	var out []kmsg.DescribeConfigsResponseResourceConfig
 	for _, k := range selectConfigKeys(keys, BrokerConfigKeys(), func(k string) bool { _, ok := brokerDefByName[k]; return ok }) {
 		d := brokerDefByName[k]
-		value, source := b.cfg.Get(k)
+		value, source := b.brokerConfigValue(k)
 		var layers []configLayer
 		if opts.synonyms {
-			layers = b.cfg.brokerLayers(k)
+			layers = b.brokerConfigLayers(k) // brokerconfigs.go
 		}
 		out = append(out, describedConfig(k, value, configSource(source), *d, !d.Dynamic, layers, opts))
 	}
@@ -220,9 +227,9 @@ func synonymGroup(key string) []string {
 
 // brokerLayers returns a broker key's synonyms as Kafka's DescribeConfigs lists them: every
 // source that sets the key or one of its synonyms, source by source from the most specific
-// (dynamic, then static: server.properties and --set, then the defaults that have a value), and
-// within a source in the synonyms' precedence order. weir has no cluster-wide dynamic default
-// (DYNAMIC_DEFAULT_BROKER_CONFIG). Describing a synonym (log.retention.hours) drops the entries
+// (this broker's dynamic value, the cluster-wide dynamic default, then static: server.properties
+// and --set, then the defaults that have a value), and within a source in the synonyms'
+// precedence order. Describing a synonym (log.retention.hours) drops the entries
 // before its own first one, as Kafka does; describing the primary key (log.retention.ms) keeps
 // them all, where Kafka would also drop the ones before log.retention.ms's first entry and so
 // hide a static log.retention.hours that gives the value.
@@ -234,6 +241,11 @@ func (c *Config) brokerLayers(key string) []configLayer {
 	for _, k := range group {
 		if v, ok := c.dynamic[k]; ok {
 			out = append(out, configLayer{k, v, kmsg.ConfigSourceDynamicBrokerConfig})
+		}
+	}
+	for _, k := range group {
+		if v, ok := c.clusterDefault[k]; ok {
+			out = append(out, configLayer{k, v, kmsg.ConfigSourceDynamicDefaultBrokerConfig})
 		}
 	}
 	for _, k := range group {

@@ -1,7 +1,7 @@
 package broker
 
 // IncrementalAlterConfigs (key 44), v0-v1 (v1 is flexible). Resources: TOPIC (2) and BROKER (4,
-// named "" or this node's id; another name is INVALID_REQUEST); any other type is
+// named "" for the cluster-wide default or this node's id; another name is INVALID_REQUEST); any other type is
 // INVALID_REQUEST, as is a resource named twice or a key named twice in one resource. Ops:
 // SET (a null value is INVALID_REQUEST), DELETE (back to the inherited value), APPEND and
 // SUBTRACT (LIST keys only, else INVALID_CONFIG; APPEND adds items not present, SUBTRACT removes
@@ -14,8 +14,9 @@ package broker
 //
 // Topic overrides are persisted in the topic store and applied at once to the open partition
 // logs (engine.Log.SetConfig: later appends, rolls, flushes and retention runs use them).
-// Dynamic broker configs are applied at once too, to every log whose topic does not override
-// them; they live in memory (Config.SetDynamic) and are lost on restart.
+// Dynamic broker configs (brokerconfigs.go) are stored in the metadata log: the resource named
+// "" is the cluster-wide default every broker applies, a resource named with this broker's id
+// its own override. They apply at once to every log whose topic does not override them.
 
 import (
 	"fmt"
@@ -108,7 +109,7 @@ func (b *Broker) alterConfigs(rtype kmsg.ConfigResourceType, name string, change
 		if err := b.checkBrokerResource(name); err != nil {
 			return err
 		}
-		return b.alterBrokerConfigsLocked(changes, replace, validateOnly)
+		return b.alterBrokerConfigsLocked(name, changes, replace, validateOnly) // brokerconfigs.go
 	}
 	return fmt.Errorf("unsupported resource type %v: %w", rtype, kerr.InvalidRequest)
 }
@@ -168,50 +169,6 @@ func (b *Broker) applyTopicConfig(t Topic) {
 			l.SetConfig(c)
 		}
 	}
-}
-
-// alterBrokerConfigsLocked changes this broker's dynamic configs. Requires b.topicMu.
-func (b *Broker) alterBrokerConfigsLocked(changes []configChange, replace, validateOnly bool) error {
-	lookup := func(k string) (ConfigDef, error) {
-		d, ok := brokerDefByName[k]
-		if !ok {
-			return ConfigDef{}, fmt.Errorf("unknown broker config name: %s: %w", k, kerr.InvalidConfig)
-		}
-		if !d.Dynamic {
-			return ConfigDef{}, fmt.Errorf("broker config %s is read-only (cannot be updated dynamically): %w", k, kerr.InvalidRequest)
-		}
-		return *d, nil
-	}
-	b.cfg.mu.RLock()
-	current := maps.Clone(b.cfg.dynamic)
-	b.cfg.mu.RUnlock()
-	effective := func(k string) string { v, _ := b.cfg.Get(k); return v }
-	next, err := applyConfigChanges(current, changes, replace, lookup, effective, kerr.InvalidRequest)
-	if err != nil || validateOnly {
-		return err
-	}
-	for k := range current {
-		if _, keep := next[k]; !keep {
-			if err := b.cfg.SetDynamic(k, nil); err != nil {
-				return fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
-			}
-		}
-	}
-	for k, v := range next {
-		if old, ok := current[k]; ok && old == v {
-			continue
-		}
-		if err := b.cfg.SetDynamic(k, &v); err != nil {
-			return fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
-		}
-	}
-	if !maps.Equal(current, next) {
-		for _, t := range b.topics.all() {
-			b.applyTopicConfig(t)
-		}
-		slog.Info("altered dynamic broker configs", "configs", next)
-	}
-	return nil
 }
 
 // applyConfigChanges returns the overrides that result from applying changes to current (or,

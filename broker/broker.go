@@ -160,6 +160,7 @@ func New(cfg *Config) (*Broker, error) {
 	if err := b.startController(b.advertised); err != nil {
 		return fail(err)
 	}
+	b.loadBrokerConfigs(b.ctl.Image()) // dynamic broker configs, before the logs open (brokerconfigs.go)
 	if b.producers, err = openProducerIDs(dirs[0]); err != nil {
 		return fail(err)
 	}

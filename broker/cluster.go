@@ -166,7 +166,7 @@ func (b *Broker) createTopic(name string, partitions int32, rf int16, assignment
 	if rf == -1 {
 		rf = int16(keyDefaultReplicationFactor.Get(b.cfg))
 		if name == offsetsTopic {
-			rf = int16(keyOffsetsTopicReplicationFactor.Get(b.cfg))
+			rf = int16(b.internalTopicRF(name, "offsets.topic.replication.factor", keyOffsetsTopicReplicationFactor.Get(b.cfg)))
 		}
 	}
 	if isInternalTopic(name) {

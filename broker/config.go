@@ -23,9 +23,17 @@ import (
 // it was checked against its definition (configdefs.go) when it entered, and code reads values
 // through the typed keys of configkeys.go.
 type Config struct {
-	mu      sync.RWMutex      // guards static and dynamic (static is written only by NewConfigFrom)
+	mu      sync.RWMutex      // guards static, dynamic and clusterDefault (static is written only by NewConfigFrom)
 	static  map[string]string // from the file and --set overrides
 	dynamic map[string]string // from IncrementalAlterConfigs and AlterConfigs on the broker
+
+	// Cluster-wide dynamic configs (brokerconfigs.go): clusterDefault holds the values set on
+	// the BROKER resource named "" (DYNAMIC_DEFAULT_BROKER_CONFIG), below dynamic and above
+	// static. Both maps are replaced from the metadata image by setDynamicLayers.
+	clusterDefault map[string]string
+	// dynamicIndex is the metadata image's records version (Image.RecordsIndex) that dynamic
+	// and clusterDefault were taken from.
+	dynamicIndex uint64
 }
 
 // Listener is a parsed NAME://host:port.
@@ -166,8 +174,9 @@ func scaled(syn *ConfigDef, v string) string {
 }
 
 // Get returns a key's effective value and its source ("DYNAMIC_BROKER_CONFIG",
-// "STATIC_BROKER_CONFIG" or "DEFAULT_CONFIG"; "" for a key that is neither set nor defined), with
-// Kafka's precedence over synonyms: the key's dynamic value, its static value, its synonyms'
+// "DYNAMIC_DEFAULT_BROKER_CONFIG", "STATIC_BROKER_CONFIG" or "DEFAULT_CONFIG"; "" for a key that
+// is neither set nor defined), with Kafka's precedence over synonyms: the key's dynamic value
+// (this broker's, then the cluster-wide default), its static value, its synonyms'
 // static values (converted) in order, its default, then its synonyms' defaults: log.retention.ms
 // unset with log.retention.hours=24 is 86400000. Code reads values through the typed keys
 // (configkeys.go); Get serves them and DescribeConfigs.
@@ -176,6 +185,9 @@ func (c *Config) Get(key string) (value, source string) {
 	defer c.mu.RUnlock()
 	if v, ok := c.dynamic[key]; ok {
 		return v, "DYNAMIC_BROKER_CONFIG"
+	}
+	if v, ok := c.clusterDefault[key]; ok {
+		return v, "DYNAMIC_DEFAULT_BROKER_CONFIG"
 	}
 	if v, ok := c.static[key]; ok {
 		return v, "STATIC_BROKER_CONFIG"

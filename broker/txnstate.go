@@ -8,9 +8,10 @@ package broker
 // transaction.state.log.num.partitions partitions, cleanup.policy=compact, no time retention,
 // transaction.state.log.segment.bytes and min.insync.replicas = transaction.state.log.min.isr
 // (capped at the replication factor). Its replication factor is
-// transaction.state.log.replication.factor (3): as in Kafka, creation waits (FindCoordinator
-// answers COORDINATOR_NOT_AVAILABLE) until that many brokers are registered and unfenced. A
-// single broker (no controller.quorum.voters) creates it with replication factor 1 and logs so.
+// transaction.state.log.replication.factor (3), capped at the unfenced brokers registered when
+// it is created, with a warning (internalrf.go; Kafka 4 would answer COORDINATOR_NOT_AVAILABLE
+// until that many brokers are alive). A single broker (no controller.quorum.voters) creates it
+// with replication factor 1.
 //
 // The coordinator leads the partitions of __transaction_state this broker leads: the replica
 // manager's reconcile calls txnImageChanged after applying the leadership of an image, exactly
@@ -53,9 +54,10 @@ const txnStateTopic = "__transaction_state"
 // txnState is the broker's transaction coordinator (embedded in Broker as txns).
 type txnState struct {
 	coord *txncoord.Coordinator
-	// version is the transaction.version feature level finalized in ApiVersions
-	// (internal.transaction.version), fixed at start.
-	version int16
+	// version is the transaction.version feature level finalized in ApiVersions: the level
+	// UpdateFeatures stored in the metadata log (features.go), else
+	// internal.transaction.version.
+	version atomic.Int32
 	// createMu serializes the creation of __transaction_state; ready is set once it exists.
 	createMu sync.Mutex
 	ready    atomic.Bool
@@ -129,7 +131,7 @@ func (b *Broker) openTxns() error {
 		return err
 	}
 	b.txns.coord = c
-	b.txns.version = tv
+	b.txns.version.Store(int32(tv))
 	b.txns.peers = map[peerKey]*markerPeer{}
 	b.txns.queues = map[int32]*markerQueue{}
 	b.txns.ctx, b.txns.cancel = context.WithCancel(context.Background())
@@ -208,16 +210,7 @@ func (b *Broker) ensureTxnStateTopic() (Topic, error) {
 		b.txns.ready.Store(true)
 		return t, nil
 	}
-	rf := keyTxnStateReplicationFactor.Get(b.cfg)
-	if !b.clustered() {
-		if rf != 1 {
-			slog.Info("creating __transaction_state with replication factor 1 on a single broker", "transaction.state.log.replication.factor", rf)
-		}
-		rf = 1
-	} else if n := len(b.ctl.Image().UnfencedBrokers()); n < rf {
-		return Topic{}, fmt.Errorf("%s needs %d brokers (transaction.state.log.replication.factor), %d registered: %w",
-			txnStateTopic, rf, n, kerr.CoordinatorNotAvailable)
-	}
+	rf := b.internalTopicRF(txnStateTopic, "transaction.state.log.replication.factor", keyTxnStateReplicationFactor.Get(b.cfg)) // internalrf.go
 	minISR := min(keyTxnStateMinISR.Get(b.cfg), rf)
 	t, err := b.createTopic(txnStateTopic, int32(keyTxnStateNumPartitions.Get(b.cfg)), int16(rf), nil, map[string]string{
 		"cleanup.policy":      "compact",

@@ -172,6 +172,9 @@ type Controller struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// quorum is the active controller's view of every replica's raft log (quorum.go).
+	quorum quorumState
 }
 
 // ParseVoters parses Kafka's controller.quorum.voters: "id@host:port,id@host:port,...".

@@ -24,7 +24,9 @@
 // the raft leader and their execution there), liveness.go (registration, heartbeats, takeover,
 // fencing), placement.go (where new partitions go), elect.go (ElectLeaders, leader balance and
 // unclean election once it is allowed, run by leaderLoop on the active controller), logdirs.go
-// (a broker's replicas in a failed log dir leave their ISRs and leaderships).
+// (a broker's replicas in a failed log dir leave their ISRs and leaderships), quorum.go
+// (the quorum as DescribeQuorum shows it, from the log ends brokers report in heartbeats;
+// adding and removing voters).
 //
 // Goroutines: hashicorp/raft's own; three per Controller started by Start and stopped by Close
 // (heartbeatLoop registers and heartbeats this broker to the active controller; leaderLoop takes

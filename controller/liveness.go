@@ -49,6 +49,7 @@ func (c *Controller) heartbeat(ctx context.Context, req *request, principal stri
 	c.lastHB[id] = time.Now()
 	knownAddr := c.nonvoters[id]
 	c.lmu.Unlock()
+	c.noteReplicaIndex(id, req.LastIndex) // quorum.go
 	if _, voter := c.voters[id]; !voter && req.Addr != "" && knownAddr != req.Addr && len(c.voters) > 0 {
 		c.ensureNonvoter(id, req.Addr)
 	}
@@ -142,7 +143,7 @@ func (c *Controller) heartbeatLoop() {
 				// reach the newly elected controller within the fresh session it gives every
 				// broker when it takes over (leaderLoop), or that controller fences them all.
 				ctx, cancel := context.WithTimeout(c.ctx, c.cfg.SessionTimeout/2)
-				resp, err := c.submit(ctx, &request{
+				hb := &request{
 					Op:          reqHeartbeat,
 					BrokerID:    c.cfg.NodeID,
 					Endpoints:   c.cfg.Endpoints,
@@ -150,7 +151,10 @@ func (c *Controller) heartbeatLoop() {
 					Register:    !registered,
 					Incarnation: c.incarnation,
 					Rack:        c.cfg.Rack,
-				})
+					LastIndex:   c.reportedLastIndex(), // quorum.go
+				}
+				resp, err := c.submit(ctx, hb)
+				c.noteHeartbeatAnswer(resp, err) // quorum.go
 				cancel()
 				switch {
 				case err == nil && !registered:

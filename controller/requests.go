@@ -275,7 +275,11 @@ func (c *Controller) execute(ctx context.Context, req *request, principal string
 	var cmd *command
 	switch req.Op {
 	case reqHeartbeat:
-		return c.heartbeat(ctx, req, principal)
+		r := c.heartbeat(ctx, req, principal)
+		if r != nil && r.Code == 0 {
+			r.TakesLastIndex = true // quorum.go
+		}
+		return r
 	case reqCreateTopic:
 		if req.CreateTopic == nil {
 			return errorResponse(kerrf(kerr.InvalidRequest, "create topic without a request"))
@@ -318,6 +322,8 @@ func (c *Controller) execute(ctx context.Context, req *request, principal string
 		return c.executeElect(ctx, img, req.Elect)
 	case reqLogDirsOffline: // jbod (logdirs.go)
 		cmd = &command{Op: opLogDirsOffline, BrokerID: req.BrokerID, OfflineReplicas: req.OfflineReplicas}
+	case reqDescribeQuorum, reqAddVoter, reqRemoveVoter:
+		return c.executeQuorum(ctx, req) // quorum.go
 	case reqSync:
 		// Everything committed so far is applied here once the barrier returns; the caller
 		// waits until its own image has reached the same point.
@@ -348,7 +354,7 @@ func (c *Controller) execute(ctx context.Context, req *request, principal string
 // image.
 func (c *Controller) PutRecords(ctx context.Context, kind string, puts map[string]string, deletes []string) error {
 	if !slices.Contains(allowedRecordKinds, kind) {
-		return kerrf(kerr.InvalidRequest, "record kind %q (acl, scram)", kind)
+		return kerrf(kerr.InvalidRequest, "record kind %q (acl, scram, sasl, deleted-topic, broker_config, feature)", kind)
 	}
 	_, err := c.submit(ctx, &request{Op: reqPutRecords, Kind: kind, Puts: puts, Deletes: deletes})
 	return err

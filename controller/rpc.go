@@ -314,6 +314,10 @@ const (
 	reqPutRecords       = "put_records"
 	reqSync             = "sync"
 	reqElectLeaders     = "elect_leaders" // elect.go
+	// The quorum's state and its voters (quorum.go).
+	reqDescribeQuorum = "describe_quorum"
+	reqAddVoter       = "add_voter"
+	reqRemoveVoter    = "remove_voter"
 )
 
 type request struct {
@@ -344,6 +348,9 @@ type request struct {
 	OfflineReplicas []PartitionRef `json:"offline_replicas,omitempty"`
 	// Partition reassignment (reassign.go).
 	Reassign *ReassignRequest `json:"reassign,omitempty"`
+	// Quorum (quorum.go): LastIndex is the sender's last raft log index, reported in each
+	// heartbeat so the active controller can describe every replica's log end.
+	LastIndex uint64 `json:"last_index,omitempty"`
 }
 
 type response struct {
@@ -357,6 +364,10 @@ type response struct {
 	Epoch      int64          `json:"epoch,omitempty"`
 	// Elections are the per-partition results of an ElectLeaders request (elect.go).
 	Elections []ElectionResult `json:"elections,omitempty"`
+	// Quorum answers describe_quorum (quorum.go).
+	Quorum *QuorumInfo `json:"quorum,omitempty"`
+	// TakesLastIndex, in a heartbeat's answer: this leader takes request.LastIndex (quorum.go).
+	TakesLastIndex bool `json:"takes_last_index,omitempty"`
 }
 
 // remoteError is an error returned by another node: its text, wrapping the Kafka error code.

@@ -35,9 +35,14 @@ const (
 	RecordKindDeletedTopic = "deleted-topic"
 	// Client quotas (issue 14): one record per quota entity (broker/quotas.go).
 	RecordKindClientQuota = "client-quota"
+	// Dynamic broker configs and finalized feature levels (broker/brokerconfigs.go,
+	// broker/features.go).
+	RecordKindBrokerConfig = "broker_config"
+	RecordKindFeature      = "feature"
 )
 
-var allowedRecordKinds = []string{RecordKindACL, RecordKindSCRAM, RecordKindSASLSecret, RecordKindDeletedTopic, RecordKindClientQuota}
+var allowedRecordKinds = []string{RecordKindACL, RecordKindSCRAM, RecordKindSASLSecret, RecordKindDeletedTopic,
+	RecordKindClientQuota, RecordKindBrokerConfig, RecordKindFeature}
 
 // opFrameLimit is the largest frame each operation may arrive in.
 var opFrameLimit = map[string]int{
@@ -54,6 +59,9 @@ var opFrameLimit = map[string]int{
 	reqElectLeaders:     maxFrame,
 	reqLogDirsOffline:   512 << 10, // jbod (logdirs.go)
 	reqReassign:         64 << 10,
+	reqDescribeQuorum:   4 << 10,
+	reqAddVoter:         4 << 10,
+	reqRemoveVoter:      4 << 10,
 }
 
 // Bounds of request fields.
@@ -147,11 +155,11 @@ func validateRequest(req *request) error {
 		return kerrf(kerr.InvalidRequest, "controller rpc %s: "+format, append([]any{req.Op}, args...)...)
 	}
 	// Which optional fields each operation may set.
-	type fields struct{ broker, endpoints, addr, register, create, name, total, assignment, configs, alter, n, kind, puts, deletes, incarnation, rack, elect, reassign bool }
+	type fields struct{ broker, endpoints, addr, register, create, name, total, assignment, configs, alter, n, kind, puts, deletes, incarnation, rack, elect, reassign, lastIndex bool }
 	var f fields
 	switch req.Op {
 	case reqHeartbeat:
-		f = fields{broker: true, endpoints: true, addr: true, register: true, incarnation: true, rack: true}
+		f = fields{broker: true, endpoints: true, addr: true, register: true, incarnation: true, rack: true, lastIndex: true}
 	case reqControlledStop:
 		f = fields{broker: true}
 	case reqCreateTopic:
@@ -173,7 +181,7 @@ func validateRequest(req *request) error {
 		if err := validateReassignShape(req.Reassign); err != nil {
 			return bad("%v", err)
 		}
-	case reqSync:
+	case reqSync, reqDescribeQuorum:
 	case reqElectLeaders:
 		f = fields{elect: true}
 	case reqLogDirsOffline: // jbod (logdirs.go)
@@ -181,6 +189,10 @@ func validateRequest(req *request) error {
 		if err := validateOfflineReplicas(req.OfflineReplicas); err != nil {
 			return err
 		}
+	case reqAddVoter:
+		f = fields{broker: true, addr: true}
+	case reqRemoveVoter:
+		f = fields{broker: true}
 	default:
 		return kerrf(kerr.InvalidRequest, "unknown controller request %q", req.Op)
 	}
@@ -195,7 +207,7 @@ func validateRequest(req *request) error {
 		!f.assignment && req.Assignment != nil, !f.configs && req.Configs != nil, !f.alter && req.AlterPartition != nil,
 		!f.n && req.N != 0, !f.kind && req.Kind != "", !f.puts && req.Puts != nil, !f.deletes && req.Deletes != nil,
 		!f.incarnation && req.Incarnation != "", !f.rack && req.Rack != "", !f.elect && req.Elect != nil,
-		!f.reassign && req.Reassign != nil:
+		!f.reassign && req.Reassign != nil, !f.lastIndex && req.LastIndex != 0:
 		return bad("field not used by this operation")
 	}
 	if req.TimeoutMs < 0 {
@@ -254,7 +266,7 @@ func validateRequest(req *request) error {
 			ok = ok || req.Kind == k
 		}
 		if !ok {
-			return bad("record kind %q is not one brokers write (acl, scram, sasl, deleted-topic, client-quota)", req.Kind)
+			return bad("record kind %q is not one brokers write (acl, scram, sasl, deleted-topic, client-quota, broker_config, feature)", req.Kind)
 		}
 		if len(req.Puts)+len(req.Deletes) > maxRecordChanges {
 			return bad("%d record changes, at most %d", len(req.Puts)+len(req.Deletes), maxRecordChanges)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -121,7 +122,9 @@ type Coordinator struct {
 	clock Clock
 	log   *slog.Logger
 	parts int32
-	tv    int16
+	// tv is the cluster's finalized transaction.version level (Config.TransactionVersion,
+	// changed at run time by SetTransactionVersion: kafka-features.sh upgrade/downgrade).
+	tv atomic.Int32
 
 	mu     sync.Mutex
 	owned  map[int32]*ownedPart // guarded by mu; a partition absent is not led here
@@ -189,10 +192,26 @@ func New(cfg Config) (*Coordinator, error) {
 	if parts <= 0 {
 		return nil, fmt.Errorf("txncoord: %d transaction state partitions", parts)
 	}
-	return &Coordinator{
-		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, parts: parts, tv: cfg.TransactionVersion,
+	c := &Coordinator{
+		cfg: cfg, clock: cfg.Clock, log: cfg.Logger, parts: parts,
 		owned: map[int32]*ownedPart{}, quit: make(chan struct{}),
-	}, nil
+	}
+	c.tv.Store(int32(cfg.TransactionVersion))
+	return c, nil
+}
+
+// txnVersion is the cluster's finalized transaction.version level.
+func (c *Coordinator) txnVersion() int16 { return int16(c.tv.Load()) }
+
+// TransactionVersion is the finalized transaction.version level the coordinator applies.
+func (c *Coordinator) TransactionVersion() int16 { return c.txnVersion() }
+
+// SetTransactionVersion changes the finalized transaction.version level (0-2): transactions
+// that end from now on write records and bump epochs as that level says.
+func (c *Coordinator) SetTransactionVersion(level int16) {
+	if c.tv.Swap(int32(level)) != int32(level) {
+		c.log.Info("transaction.version changed", "level", level)
+	}
 }
 
 // Partitions is the partition count of __transaction_state.
@@ -287,7 +306,7 @@ func (c *Coordinator) current(op *ownedPart) bool {
 // valueVersion is the TransactionLogValue version Kafka writes at the cluster's
 // transaction.version.
 func (c *Coordinator) valueVersion() int16 {
-	if supportsEpochBump(c.tv) {
+	if supportsEpochBump(c.txnVersion()) {
 		return 1
 	}
 	return 0

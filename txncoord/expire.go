@@ -49,7 +49,7 @@ func (c *Coordinator) AbortTimedOut() {
 				c.log.Error("fencing a timed-out transaction", "err", err)
 				continue
 			}
-			r := c.endTxn(m.id, t.producerID, t.producerEpoch, false, false, c.tv)
+			r := c.endTxn(m.id, t.producerID, t.producerEpoch, false, false, c.txnVersion())
 			switch r.Err {
 			case nil:
 				c.log.Info("aborted a transaction past its timeout", "transactional_id", m.id, "producer_id", t.producerID)

@@ -70,7 +70,7 @@ func (c *Coordinator) InitProducerID(txnID string, timeoutMs int32, expected *Pr
 	if t.state == PrepareEpochFence {
 		// Abort the open transaction with the fenced epoch; the client retries and then gets
 		// an epoch bumped once more.
-		r := c.endTxn(txnID, t.producerID, t.producerEpoch, false, false, c.tv)
+		r := c.endTxn(txnID, t.producerID, t.producerEpoch, false, false, c.txnVersion())
 		c.dropFence(m)
 		if r.Err != nil {
 			return initErr(r.Err)

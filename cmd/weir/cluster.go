@@ -17,10 +17,19 @@ import (
 )
 
 const clusterUsage = `usage: weir cluster info [--bootstrap host:port[,host:port]]
+       weir cluster quorum [--bootstrap ...]
+       weir cluster add-voter --id N [--address host:port] [--bootstrap ...]
+       weir cluster remove-voter --id N [--bootstrap ...]
 
-  info   the cluster id, the active controller, the live brokers, and how many partitions
-         there are, how many have no leader and how many are under-replicated (ISR smaller
-         than the replica set)
+  info          the cluster id, the active controller, the live brokers, and how many
+                partitions there are, how many have no leader and how many are
+                under-replicated (ISR smaller than the replica set)
+  quorum        the controller quorum: leader, epoch, high watermark, voters and observers
+                with their log end and lag (DescribeQuorum)
+  add-voter     make node N a voter of the controller quorum (AddRaftVoter). N must be
+                running with controller.listener set and controller.quorum.voters naming the
+                current voters; --address defaults to the address it registered with
+  remove-voter  remove node N from the controller quorum's voters (RemoveRaftVoter)
 `
 
 // clusterCmd runs `weir cluster ...`, writing its results to stdout.
@@ -30,6 +39,8 @@ func clusterCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
+	case "add-voter", "remove-voter", "quorum": // voters.go
+		return votersCmd(ctx, sub, args, stdout)
 	case "info":
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, clusterUsage)
