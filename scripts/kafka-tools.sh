@@ -173,7 +173,8 @@ for p in "$KT_BASE_PORT" $((KT_BASE_PORT + 1)) $((KT_BASE_PORT + 2)) \
   if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then log "127.0.0.1:$p is already in use (KT_BASE_PORT picks others)"; exit 2; fi
 done
 log "starting weir dev-cluster -n 3 on $BOOTSTRAP (data in $DATA)"
-"$WEIR" dev-cluster -n 3 --dir "$DATA" --base-port "$KT_BASE_PORT" \
+# Two log dirs per node: the jbod checks move replicas between them (AlterReplicaLogDirs).
+"$WEIR" dev-cluster -n 3 --log-dirs-per-node 2 --dir "$DATA" --base-port "$KT_BASE_PORT" \
   --controller-base-port "$KT_CONTROLLER_BASE_PORT" --metrics-base-port "$KT_METRICS_BASE_PORT" --start-timeout 110s \
   "${sets[@]}" >"$OUT/dev-cluster.log" 2>&1 </dev/null &
 CLUSTER_PID=$!

@@ -282,8 +282,8 @@ func runDevCluster(ctx context.Context, c *devClusterConfig, exe string, stdout 
 			stop(stdout)
 			return err
 		}
-		fmt.Fprintf(stdout, "  node %d: pid %d, broker %s, controller %s, log %s\n",
-			n.ID, n.Pid(), n.Addr(), n.ControllerAddr(), n.LogPath())
+		fmt.Fprintf(stdout, "  node %d: pid %d, broker %s, controller %s, metrics %s, log %s\n",
+			n.ID, n.Pid(), n.Addr(), n.ControllerAddr(), n.MetricsAddr(), n.LogPath())
 	}
 	fmt.Fprintf(stdout, "bootstrap: %s\n", c.bootstrap())
 

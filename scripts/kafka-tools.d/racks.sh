@@ -2,7 +2,7 @@
 # Checks of part "racks" (issue 14): broker.rack and rack-aware placement seen through Kafka's
 # own tools. The shared 3-broker cluster has no racks, so the check starts its own cluster of 6
 # brokers in racks rack-a, rack-b, rack-c (two each: `weir dev-cluster -n 6 --racks ...`) on
-# ports RACKS_BASE_PORT.. (default 40500; +10 controller, +20 metrics), with the rack-aware
+# ports RACKS_BASE_PORT.. (default 40500; +10 controller; metrics on free ports), with the rack-aware
 # replica selector on, and stops it when the check ends. Topic names start with racks-.
 
 # racks_cluster_up: starts the 6-broker cluster with racks in $WORK/racks-dc and waits until
@@ -13,7 +13,7 @@ racks_cluster_up() {
   for i in 1 2 3 4 5; do RACKS_BOOTSTRAP+=",127.0.0.1:$((base + i))"; done
   rm -rf "$WORK/racks-dc"
   "$WEIR" dev-cluster -n 6 --racks rack-a,rack-b,rack-c --dir "$WORK/racks-dc" --base-port "$base" \
-    --controller-base-port "$((base + 10))" --metrics-base-port "$((base + 20))" \
+    --controller-base-port "$((base + 10))" --metrics-base-port 0 \
     --set group.initial.rebalance.delay.ms=0 \
     --set replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector \
     >"$WORK/racks-dc.log" 2>&1 </dev/null &
@@ -96,8 +96,9 @@ racks_check_placement() {
 
 # racks_bytes_out NODE TOPIC: record bytes node NODE returned to consumers for TOPIC (its metrics).
 racks_bytes_out() {
-  local port=$(( ${RACKS_BASE_PORT:-40500} + 20 + $1 - 1 ))
-  curl -s "http://127.0.0.1:$port/metrics" |
+  local addr
+  addr=$(sed -n "s/^  node $1: pid [0-9]*, .*, metrics \([0-9.:]*\), log .*/\1/p" "$WORK/racks-dc.log")
+  curl -s "http://$addr/metrics" |
     awk -v t="$2" 'index($0, "weir_topic_bytes_out_total{topic=\"" t "\"}") == 1 {v = $2} END {print v + 0}'
 }
 
