@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"context"
+	"crypto/rand"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/engine"
@@ -77,4 +80,52 @@ func alterDirsReq(dir, topic string, p int32) *kmsg.AlterReplicaLogDirsRequest {
 	d.Topics = append(d.Topics, dt)
 	req.Dirs = append(req.Dirs, d)
 	return req
+}
+
+// TestJBODMoveThrottled: replica.alter.log.dirs.io.max.bytes.per.second bounds a move between
+// log dirs. 40 MiB moved at 4 MiB/s: the throttled part (all but the last 1,000 offsets, 8 MiB
+// here, copied in the swap, and the first second's allowance) takes about 7 s; unthrottled the
+// same move takes well under a second on any disk these tests run on.
+func TestJBODMoveThrottled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 40 MiB")
+	}
+	root := t.TempDir()
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	br := startBroker(t, map[string]string{"log.dirs": a + "," + b,
+		"replica.alter.log.dirs.io.max.bytes.per.second": "4194304",
+		"log.flush.interval.messages":                    "9223372036854775807"})
+	cl, adm := admClient(t, br, kgo.DefaultProduceTopic("jm"), kgo.ProducerBatchMaxBytes(1<<20),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	admCreateTopic(t, adm, "jm", 1, nil)
+	val := make([]byte, 8<<10)
+	_, _ = rand.Read(val) // incompressible: the client compresses batches
+	const records = 5000  // 40 MiB
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rs := make([]*kgo.Record, 0, records)
+	for i := 0; i < records; i++ {
+		rs = append(rs, &kgo.Record{Value: val})
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	tp := engine.TopicPartition{Topic: "jm", Partition: 0}
+	from, _ := br.logs.LogDirOf(tp)
+	to := a
+	if from == a {
+		to = b
+	}
+	start := time.Now()
+	admWantCode(t, "move", admRaw[*kmsg.AlterReplicaLogDirsResponse](t, cl, alterDirsReq(to, "jm", 0)).Topics[0].Partitions[0].ErrorCode, nil)
+	waitFor(t, 60*time.Second, "jm-0 moved", func() (bool, string) {
+		d, _ := br.logs.LogDirOf(tp)
+		return d == to && len(br.logs.Futures()) == 0, d
+	})
+	took := time.Since(start)
+	// (40 - 8 - 4) MiB at 4 MiB/s = 7 s; allow 20% below it.
+	t.Logf("40 MiB moved in %v at 4 MiB/s", took)
+	if took < 5600*time.Millisecond {
+		t.Errorf("move took %v; the throttle should hold it to about 7 s", took)
+	}
 }

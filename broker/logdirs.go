@@ -21,6 +21,7 @@ import (
 
 	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/replication"
 )
 
 // logDirsState is the broker's JBOD state.
@@ -32,6 +33,10 @@ type logDirsState struct {
 
 	quit chan struct{}
 	wg   sync.WaitGroup
+
+	// copyQuota bounds the bytes per second all moves together copy
+	// (replica.alter.log.dirs.io.max.bytes.per.second, read on every check: dynamic).
+	copyQuota *replication.Quota
 }
 
 // Timing of moves and reports.
@@ -71,6 +76,7 @@ func (b *Broker) startLogDirs() {
 	s.mu.Lock()
 	s.quit = make(chan struct{})
 	s.moving = map[engine.TopicPartition]*engine.Future{}
+	s.copyQuota = replication.NewQuota(b.logDirCopyRate)
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
@@ -148,7 +154,19 @@ func (b *Broker) runMove(tp engine.TopicPartition, f *engine.Future) {
 		if !current {
 			return // another move of tp replaced this one
 		}
+		if w := s.copyQuota.Wait(time.Now()); w > 0 {
+			// Over replica.alter.log.dirs.io.max.bytes.per.second: wait (in short steps, so a
+			// shutdown or a raised rate is seen soon).
+			select {
+			case <-s.quit:
+				return
+			case <-time.After(min(w, 100*time.Millisecond)):
+			}
+			continue
+		}
+		before := f.Copied()
 		lag, err := f.CatchUp(moveStepBytes)
+		s.copyQuota.Record(f.Copied()-before, time.Now())
 		if err != nil {
 			slog.Warn("moving a replica between log dirs failed; it stays where it was", "topic", tp.Topic, "partition", tp.Partition, "to", f.Dir(), "err", err)
 			b.logs.AbandonFuture(tp)

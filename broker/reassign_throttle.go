@@ -23,7 +23,6 @@ func (throttledReplicasValidator) String() string {
 	return "[partitionId]:[brokerId],[partitionId]:[brokerId],... or *"
 }
 
-// logDirCopyRate is replica.alter.log.dirs.io.max.bytes.per.second, the bound of a copy between
-// this broker's log dirs (AlterReplicaLogDirs). Nothing copies between log dirs in this build;
-// the key exists so Kafka's reassignment tool can set and clear it with the other throttles.
+// logDirCopyRate is replica.alter.log.dirs.io.max.bytes.per.second, the bound of the copies
+// between this broker's log dirs (AlterReplicaLogDirs, logdirs.go: runMove), all moves together.
 func (b *Broker) logDirCopyRate() int64 { return keyReplicaAlterLogDirsIOMaxBytes.Get(b.cfg) }

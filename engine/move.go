@@ -51,6 +51,8 @@ type Future struct {
 	log *Log
 	id  [16]byte
 	buf []byte // the copy buffer (owned by the one goroutine that copies)
+	// copied is the bytes copied so far (owned by the one goroutine that copies: CatchUp).
+	copied int64
 	// truncations is the source's truncation count the copy so far matches (owned by the
 	// goroutine that copies).
 	truncations uint64
@@ -250,9 +252,14 @@ func (f *Future) CatchUp(maxBytes int64) (lag int64, err error) {
 			break
 		}
 		copied += n
+		f.copied += n
 	}
 	return max(src.LogEndOffset()-f.log.LogEndOffset(), 0), nil
 }
+
+// Copied returns the bytes CatchUp has copied so far (call it from the goroutine that calls
+// CatchUp).
+func (f *Future) Copied() int64 { return f.copied }
 
 // copyStep copies one chunk of whole batches from src; it returns the bytes copied (0: caught
 // up).
