@@ -12,7 +12,7 @@ run: build
 
 ## test: vet, unit and integration tests (race detector on), the crash test and fuzz seed corpora
 test: lint
-	$(GO) test -race -count=1 -timeout 12m $(PKGS)
+	$(GO) test -race -count=1 -timeout 14m $(PKGS)
 
 ## bench: every go test -bench suite, with allocations
 bench:

@@ -64,7 +64,7 @@ func joinComma(s []string) string {
 	return out
 }
 
-// createAssigned creates topic with the given replicas per partition.
+// createAssignedDirs creates topic with the given replicas per partition.
 func createAssignedDirs(t *testing.T, cl *kgo.Client, topic string, assignment [][]int32, configs map[string]string) {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
@@ -421,16 +421,23 @@ func TestJBODFailedDir(t *testing.T) {
 	const victim int32 = 2
 	vnode := c.nodes[c.index(victim)].node
 	failDir := jbodDirs(vnode, 2)[1] // the first holds the broker's own state (the metadata log)
-	ds, err := describeDirs(adm, victim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A new topic's ISR is every replica from the start: wait until the broker made its logs.
+	var ds kadm.DescribedLogDirs
+	waitFor(t, 30*time.Second, fmt.Sprintf("broker %d describing every partition of %s", victim, topic), func() (bool, string) {
+		var err error
+		if ds, err = describeDirs(adm, victim); err != nil {
+			return false, err.Error()
+		}
+		for p := range int32(parts) {
+			if _, ok := ds.LookupPartition(topic, p); !ok {
+				return false, fmt.Sprintf("%s-%d not described", topic, p)
+			}
+		}
+		return true, ""
+	})
 	var inFailed, inOther []int32
 	for p := range int32(parts) {
-		dp, ok := ds.LookupPartition(topic, p)
-		if !ok {
-			t.Fatalf("broker %d does not describe %s-%d", victim, topic, p)
-		}
+		dp, _ := ds.LookupPartition(topic, p)
 		if dp.Dir == failDir {
 			inFailed = append(inFailed, p)
 		} else {
@@ -511,7 +518,7 @@ func TestJBODFailedDir(t *testing.T) {
 	}
 	c.restart(vi)
 	c.waitISR(adm, topic, 3, 60*time.Second)
-	ds, err = describeDirs(adm, victim)
+	ds, err := describeDirs(adm, victim)
 	if err != nil {
 		t.Fatal(err)
 	}
