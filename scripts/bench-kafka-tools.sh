@@ -18,7 +18,8 @@
 # Per cell and run: records/s, latency p50/p99/p99.9 (ms, as the tool prints them), the broker's
 # CPU time over the tool run (utime+stime from /proc/PID/stat; the JVM's for Kafka, weir's own
 # process for weir), and the broker's peak RssAnon and RssFile (sampled from /proc/PID/status
-# every 200 ms during the run). Rows go to OUTDIR/results.tsv; `weir bench tools-report` turns
+# every 200 ms during the run), and the tool's own CPU (its JVM's user+system seconds, bash's time) in
+# OUTDIR/tools_cpu.tsv beside the broker's. Rows go to OUTDIR/results.tsv; `weir bench tools-report` turns
 # them into OUTDIR/report.md: weir/Kafka ratios per cell as median (min-max) over the
 # repetitions, each ratio taken between the weir and Kafka runs of the same repetition.
 #
@@ -212,10 +213,14 @@ run_tool() {
     done ) >"$samples" &
   SAMPLER_PID=$!
   local t0; t0="$(cpu_ticks)"
+  # The tool's own CPU (the load generator's: user and system seconds of the JVM, from bash's
+  # time, which counts the waited-for children) goes to the log and to tools_cpu.tsv.
+  local TIMEFORMAT='tool cpu seconds: %U %S'
   # shellcheck disable=SC2086
-  timeout -k 10 "$RUN_TIMEOUT" "$JAVA" ${KAFKA_TOOL_HEAP_OPTS:--Xmx512M} $KAFKA_TOOL_LOG_OPTS \
-    -cp "$KAFKA_CP" "$@" >>"$logf" 2>&1 || echo "exit status $?" >>"$logf"
+  { time timeout -k 10 "$RUN_TIMEOUT" "$JAVA" ${KAFKA_TOOL_HEAP_OPTS:--Xmx512M} $KAFKA_TOOL_LOG_OPTS \
+    -cp "$KAFKA_CP" "$@" >>"$logf" 2>&1 || echo "exit status $?" >>"$logf"; } 2>>"$logf"
   local t1; t1="$(cpu_ticks)"
+  TOOL_CPU_S="$(awk '/^tool cpu seconds:/ { printf "%.3f", $4 + $5 }' "$logf")"
   stop_sampler
   CPU_S="$(awk -v a="$t0" -v b="$t1" -v h="$CLK_TCK" 'BEGIN { printf "%.3f", (b - a) / h }')"
   read -r ANON_KIB FILE_KIB < <(awk 'BEGIN { a = 0; f = 0 } { if ($1 > a) a = $1; if ($2 > f) f = $2 } END { print a, f }' "$samples")
@@ -223,9 +228,11 @@ run_tool() {
 }
 
 # row REP MODE BROKER CELL KIND RECORDS RECS_PER_S P50 P99 P999 NOTE: one line of results.tsv
+# (and of tools_cpu.tsv: the tool's own CPU beside the broker's)
 row() {
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "$9" "${10}" \
     "$CPU_S" "$ANON_KIB" "$FILE_KIB" "${11}" >>"$RESULTS"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$6" "$7" "$CPU_S" "${TOOL_CPU_S:-}" >>"$OUT/tools_cpu.tsv"
 }
 
 create_topic() { # NAME PARTITIONS
@@ -328,6 +335,7 @@ run_broker() { # REP MODE WHICH
   echo "runs: $REPS repetitions, flush $MODES, cells $CELLS; partitions $PARTITIONS, sizes $SIZES, acks $ACKS;" \
     "records 100 B: $(records_for 100) (durable $(records_for 100 durable)), 1 KiB: $(records_for 1024) (durable $(records_for 1024 durable)), txn: $TXN_RECORDS every $TXN_MS ms, e2e: $E2E_N; warm-up $WARMUP_N"
 } | tee -a "$OUT/machine.txt" >&2
+[[ -f "$OUT/tools_cpu.tsv" ]] || printf 'rep\tmode\tbroker\tcell\trecords\trecords_per_s\tbroker_cpu_s\ttool_cpu_s\n' >"$OUT/tools_cpu.tsv"
 [[ -f "$RESULTS" ]] || printf 'rep\tmode\tbroker\tcell\tkind\trecords\trecords_per_s\tp50_ms\tp99_ms\tp999_ms\tbroker_cpu_s\trss_anon_peak_kib\trss_file_peak_kib\tnote\n' >"$RESULTS"
 
 t0="$(date +%s)"
