@@ -343,6 +343,15 @@ func TestClusterOffsetsTopicCappedRF(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(cl)
+	// The topic takes one replica per broker live when it is first made: ask for a coordinator
+	// only once both brokers are registered and unfenced.
+	waitFor(t, 30*time.Second, "both brokers in the metadata", func() (bool, string) {
+		md, err := adm.Metadata(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(md.Brokers) == 2, fmt.Sprintf("%d brokers", len(md.Brokers))
+	})
 	waitFor(t, 30*time.Second, "a group coordinator", func() (bool, string) {
 		for _, r := range adm.FindGroupCoordinators(ctx, "g") {
 			if r.Err != nil {
