@@ -130,10 +130,15 @@ func waitRacks(t *testing.T, cl *kgo.Client, want map[int32]string) {
 // rackSpread returns, for each partition of topic, how many replicas each rack holds.
 func rackSpread(t *testing.T, c *testCluster, adm *kadm.Client, topic string, racks map[int32]string) map[int32]map[string]int {
 	t.Helper()
-	ps, err := c.partitions(adm, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The broker asked may not have applied the image with a just-created topic yet.
+	var ps map[int32]kadm.PartitionDetail
+	waitFor(t, 30*time.Second, "the partitions of "+topic, func() (bool, string) {
+		var err error
+		if ps, err = c.partitions(adm, topic); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
 	out := map[int32]map[string]int{}
 	for p, d := range ps {
 		m := map[string]int{}
