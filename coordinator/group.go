@@ -20,6 +20,13 @@ type group struct {
 	ch        chan func()
 	done      chan struct{} // closed when run returns
 
+	// typ is the group's protocol family: a classic group (this file, join.go), a KIP-848
+	// consumer group (cg, consumer*.go) or a KIP-932 share group (sg, share*.go). Offsets and
+	// the group's log are shared by all three.
+	typ GroupType
+	cg  *consumerGroup // non-nil iff typ == TypeConsumer
+	sg  *shareGroup    // non-nil iff typ == TypeShare
+
 	// Invariant: state == Empty iff len(members) == 0, except transiently inside a closure.
 	state      State
 	prevState  State

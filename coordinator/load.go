@@ -15,6 +15,10 @@ type loadedGroup struct {
 	offsets map[TopicPartition]offsetValue
 	// txn: pending transactional offsets per producer id (no end marker read yet).
 	txn map[int64]*txnOffsets
+	// cg and sg are a KIP-848 consumer group's and a KIP-932 share group's records (nil when
+	// none were read): consumer_load.go and share_load.go.
+	cg *loadedConsumerGroup
+	sg *loadedShareGroup
 }
 
 // loaded is what loading one partition found: its groups, and the offset after the last batch
@@ -106,7 +110,7 @@ func (c *Coordinator) replayPartition(l OffsetsLog) (*loaded, error) {
 		return lg
 	}
 	drop := func(id string, lg *loadedGroup) {
-		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.txn) == 0 {
+		if lg.meta == nil && lg.cg == nil && lg.sg == nil && len(lg.offsets) == 0 && len(lg.txn) == 0 {
 			delete(groups, id)
 		}
 	}
@@ -129,6 +133,9 @@ func (c *Coordinator) replayPartition(l OffsetsLog) (*loaded, error) {
 		err := readBatch(batch, onMarker, func(h *record.Header, offset int64, key, value []byte) error {
 			k, err := parseKey(key)
 			if err != nil {
+				if errors.Is(err, errUnknownKeyVersion) && c.replayGroupRecord(get, key, value) {
+					return nil
+				}
 				skipped++ // another coordinator's record type, or garbage: not ours
 				return nil
 			}
@@ -247,6 +254,7 @@ func (c *Coordinator) installGroupsGen(p int32, l OffsetsLog, ld *loaded, gen ui
 		if len(lg.txn) > 0 {
 			g.txn = lg.txn
 		}
+		c.installGroupRecords(g, lg, now)
 		for pid := range g.txn {
 			c.txnIndexAddLocked(p, pid, id)
 		}
