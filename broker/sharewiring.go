@@ -1,0 +1,15 @@
+package broker
+
+// Wiring points between the share-group parts (KIP-932): the persister of share-partition
+// state (package sharestate; the share coordinator's over __share_group_state replaces the
+// in-memory one here) and group-level dynamic configs (share.auto.offset.reset,
+// share.record.lock.duration.ms, ...).
+
+import "github.com/weir-mq/weir/sharestate"
+
+// newSharePersister returns the persister the share-partition leaders use.
+func (b *Broker) newSharePersister() sharestate.Persister { return sharestate.NewMemory() }
+
+// groupConfigValue returns group's dynamic config key (IncrementalAlterConfigs on a GROUP
+// resource), ok false when it is not set for that group (the broker default applies).
+func (b *Broker) groupConfigValue(group, key string) (string, bool) { return "", false }
