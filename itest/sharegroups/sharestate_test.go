@@ -46,7 +46,7 @@ func scCreateTopic(t *testing.T, cl *kgo.Client, topic string, partitions int32,
 		md, err := adm.Metadata(ctx, topic)
 		if err == nil {
 			if d, ok := md.Topics[topic]; ok && d.Err == nil && len(d.Partitions) == int(partitions) {
-				return d.ID
+				return [16]byte(d.ID)
 			}
 		}
 		select {
