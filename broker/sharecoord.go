@@ -182,10 +182,6 @@ func (b *Broker) shareStateLeader(k sharestate.Key) (int32, error) {
 	return t.Assign[p].Leader, nil
 }
 
-// newSharePersister returns the persister the share-partition leaders use: the share
-// coordinator over __share_group_state, here or on the broker leading the key's partition.
-func (b *Broker) newSharePersister() sharestate.Persister { return &sharePersister{b: b} }
-
 // sharePersister is sharestate.Persister over the share coordinators of the cluster.
 type sharePersister struct{ b *Broker }
 
