@@ -4,8 +4,11 @@ package broker
 // __consumer_offsets partition (the topic is created here on first use, as Kafka does); DESCRIBE
 // on the group. Key type 1 (transaction): the leader of the transactional id's
 // __transaction_state partition (created here on first use: txnstate.go); DESCRIBE on the
-// transactional id; an empty id is INVALID_REQUEST as in Kafka. Any other type is
-// INVALID_REQUEST. v4+ batches keys in coordinator_keys with a result per key. A key longer than
+// transactional id; an empty id is INVALID_REQUEST as in Kafka. Key type 2 (share, KIP-932):
+// the leader of the __share_group_state partition of the key "group:topicId:partition"
+// (created here on first use: sharecoord.go); CLUSTER_ACTION on the cluster (brokers ask it for
+// their persister, as Kafka's KafkaApis requires); a key not of that form is INVALID_REQUEST.
+// Any other type is INVALID_REQUEST. v4+ batches keys in coordinator_keys with a result per key. A key longer than
 // Kafka's records can hold is INVALID_GROUP_ID (groups) or INVALID_REQUEST (transactional ids).
 // While the topic cannot be created (too few brokers for its replication factor) or a partition
 // has no leader, COORDINATOR_NOT_AVAILABLE (clients retry).
@@ -16,6 +19,7 @@ import (
 
 	"github.com/weir-mq/weir/acl"
 	"github.com/weir-mq/weir/netio"
+	"github.com/weir-mq/weir/sharecoord"
 )
 
 func init() {
@@ -54,6 +58,18 @@ func handleFindCoordinator(b *Broker, r *netio.Request) netio.Reply {
 				return -1, "", -1, kerr.CoordinatorNotAvailable
 			}
 			p = b.txns.coord.PartitionFor(key)
+		case 2:
+			if e := b.authorizeCluster(r, acl.OpClusterAction); e != nil { // ACL: CLUSTER_ACTION on the cluster
+				return -1, "", -1, kerr.ClusterAuthorizationFailed
+			}
+			k, e := sharecoord.ParseCoordinatorKey(key)
+			if e != nil || len(k.Group) > 32767 {
+				return -1, "", -1, kerr.InvalidRequest
+			}
+			if t, e = b.ensureShareStateTopic(); e != nil {
+				return -1, "", -1, kerr.CoordinatorNotAvailable
+			}
+			p = sharecoord.PartitionFor(k, t.Partitions)
 		default:
 			return -1, "", -1, kerr.InvalidRequest
 		}

@@ -43,6 +43,8 @@ type Broker struct {
 	producers *producerIDs
 	groups    groupsState // the group coordinator (groups.go)
 	txns      txnState    // the transaction coordinator (txnstate.go)
+	// shareCoord is the share coordinator over __share_group_state (sharecoord.go).
+	shareCoord shareCoordState
 
 	registry *netio.Registry
 	server   *netio.Server
@@ -194,6 +196,10 @@ func New(cfg *Config) (*Broker, error) {
 		return fail(err)
 	}
 	if err := b.openTxns(); err != nil {
+		b.logs.Close()
+		return fail(err)
+	}
+	if err := b.openShareCoord(); err != nil {
 		b.logs.Close()
 		return fail(err)
 	}
@@ -361,6 +367,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		}
 	}
 	errs := []error{b.server.Shutdown(ctx)}
+	b.closeShareCoord()
 	b.closeTxns()
 	b.closeLogDirs() // jbod (logdirs.go)
 	b.rm.close()

@@ -277,6 +277,7 @@ func (rm *replicaManager) reconcile() (complete bool) {
 	}
 	b.groupsImageChanged(img)
 	b.txnImageChanged(img)
+	b.shareStateImageChanged(img)
 	b.adminImageChanged(img) // dynamic broker configs and features of the metadata log (features.go)
 	_ = leaders
 	return complete

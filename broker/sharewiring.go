@@ -7,8 +7,10 @@ package broker
 
 import "github.com/weir-mq/weir/sharestate"
 
-// newSharePersister returns the persister the share-partition leaders use.
-func (b *Broker) newSharePersister() sharestate.Persister { return sharestate.NewMemory() }
+// newSharePersister returns the persister the share-partition leaders use: the share
+// coordinator over __share_group_state, here or on the broker leading the key's partition
+// (sharecoord.go).
+func (b *Broker) newSharePersister() sharestate.Persister { return &sharePersister{b: b} }
 
 // groupConfigValue returns group's dynamic config key (IncrementalAlterConfigs on a GROUP
 // resource), ok false when it is not set for that group (the broker default applies).

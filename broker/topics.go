@@ -23,8 +23,8 @@ type Topic struct {
 }
 
 // internalTopics are Kafka's internal topics (Topic.INTERNAL_TOPICS): the group coordinator's
-// __consumer_offsets, the transaction coordinator's __transaction_state, and
-// __share_group_state, which weir does not use yet but treats the same way should it exist. Clients cannot write to them (Produce,
+// __consumer_offsets, the transaction coordinator's __transaction_state, and the share
+// coordinator's __share_group_state (sharecoord.go). Clients cannot write to them (Produce,
 // DeleteRecords), delete them, add partitions to them, or take compaction away from them; only
 // the broker's own coordinators append, through the replica manager (groups.go: offsetsLog),
 // never through the Produce handler. The rules and how they compare with Kafka: docs/cluster.md.
