@@ -69,6 +69,8 @@ type Broker struct {
 
 	fetchSessions fetchSessionCache // incremental fetch sessions, KIP-227 (fetchsession.go)
 
+	shareLeader shareLeaderState // share partitions led and share sessions, KIP-932 (sharefetch.go)
+
 	authz authzState // ACLs (authz.go)
 
 	sec *securityState // listener security: TLS, SASL (security.go)
@@ -367,6 +369,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		}
 	}
 	errs := []error{b.server.Shutdown(ctx)}
+	b.closeShares()
 	b.closeShareCoord()
 	b.closeTxns()
 	b.closeLogDirs() // jbod (logdirs.go)
