@@ -97,17 +97,6 @@ func groupCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 }
 
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 func groupList(ctx context.Context, adm *kadm.Client, states, types string, stdout io.Writer) error {
 	typeFilter := splitList(strings.ToLower(types))
 	for _, t := range typeFilter {
