@@ -16,10 +16,13 @@ import (
 
 const groupUsage = `usage: weir group <list|describe|delete|reset-offsets> [flags]
 
-  weir group list [--state Stable,Empty,...]
+  weir group list [--state Stable,Empty,...] [--type classic,consumer,share]
+      every group with its type (classic, consumer: KIP-848, share: KIP-932) and state
   weir group describe GROUP [GROUP ...]
-      members (id, client, host, assigned partitions) and, per partition, the committed
-      offset, the log end offset and the lag
+      classic groups: members (id, client, host, assigned partitions); consumer (KIP-848)
+      groups: the group and assignment epochs, the assignor, and per member its epoch,
+      subscription, current assignment and target assignment; both: per partition, the
+      committed offset, the log end offset and the lag (share groups: weir share-group)
   weir group delete GROUP [GROUP ...]
       only groups with no members (Empty) can be deleted; their committed offsets go too
   weir group reset-offsets GROUP --topic T[:P,P...] (--to-earliest | --to-latest | --to-offset N | --shift-by N) [--execute]
@@ -38,6 +41,7 @@ func groupCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	var cf clientFlags
 	cf.register(fs)
 	states := fs.String("state", "", "list: only groups in these states (comma-separated)")
+	types := fs.String("type", "", "list: only groups of these types: classic, consumer, share (comma-separated)")
 	topic := fs.String("topic", "", "reset-offsets: the topic, optionally with partitions: T or T:0,1,2")
 	toEarliest := fs.Bool("to-earliest", false, "reset-offsets: to the log start offset")
 	toLatest := fs.Bool("to-latest", false, "reset-offsets: to the log end offset")
@@ -64,12 +68,12 @@ func groupCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	adm := kadm.NewClient(cl)
 	switch sub {
 	case "list":
-		return groupList(ctx, adm, *states, stdout)
+		return groupList(ctx, adm, *states, *types, stdout)
 	case "describe":
 		if len(names) == 0 {
 			return errors.New("group describe: name at least one group")
 		}
-		return groupDescribe(ctx, adm, names, stdout)
+		return groupDescribeAny(ctx, adm, names, stdout)
 	case "delete":
 		if len(names) == 0 {
 			return errors.New("group delete: name at least one group")
@@ -93,23 +97,79 @@ func groupCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 }
 
-func groupList(ctx context.Context, adm *kadm.Client, states string, stdout io.Writer) error {
-	var filter []string
-	for _, s := range strings.Split(states, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			filter = append(filter, s)
+func groupList(ctx context.Context, adm *kadm.Client, states, types string, stdout io.Writer) error {
+	typeFilter := splitList(strings.ToLower(types))
+	for _, t := range typeFilter {
+		switch t {
+		case "classic", "consumer", "share", "streams":
+		default:
+			return fmt.Errorf("--type %s: not a group type (classic, consumer, share, streams)", t)
 		}
 	}
-	groups, err := adm.ListGroups(ctx, filter...)
+	groups, err := adm.ListGroupsByType(ctx, typeFilter, splitList(states)...)
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tSTATE\tPROTOCOL-TYPE")
-	for _, g := range groups.Sorted() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Group, g.State, g.ProtocolType)
+	return writeGroupList(stdout, groups.Sorted())
+}
+
+// writeGroupList prints listed groups, one a line, with their type (classic when the broker
+// does not say: ListGroups before v5 knows only classic groups).
+func writeGroupList(w io.Writer, groups []kadm.ListedGroup) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tTYPE\tSTATE\tPROTOCOL-TYPE")
+	for _, g := range groups {
+		typ, pt := g.GroupType, g.ProtocolType
+		if typ == "" {
+			typ = "classic"
+		}
+		if pt == "" {
+			pt = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Group, typ, g.State, pt)
 	}
 	return tw.Flush()
+}
+
+// groupTypes returns the type of each listed group (absent: not listed).
+func groupTypes(ctx context.Context, adm *kadm.Client) (map[string]string, error) {
+	groups, err := adm.ListGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(groups))
+	for _, g := range groups {
+		out[g.Group] = strings.ToLower(g.GroupType)
+	}
+	return out, nil
+}
+
+// groupDescribeAny describes each group the way its type needs: ConsumerGroupDescribe for
+// consumer (KIP-848) groups, DescribeGroups for classic ones (and for groups not listed, so a
+// missing group reports as the classic path does).
+func groupDescribeAny(ctx context.Context, adm *kadm.Client, names []string, stdout io.Writer) error {
+	types, err := groupTypes(ctx, adm)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i, name := range names {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		switch types[name] {
+		case "consumer":
+			err = consumerGroupDescribe(ctx, adm, name, stdout)
+		case "share":
+			err = fmt.Errorf("group %s is a share group: weir share-group describe %s", name, name)
+		default:
+			err = groupDescribe(ctx, adm, []string{name}, stdout)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func groupDescribe(ctx context.Context, adm *kadm.Client, names []string, stdout io.Writer) error {
@@ -131,7 +191,7 @@ func groupDescribe(ctx context.Context, adm *kadm.Client, names []string, stdout
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		fmt.Fprintf(stdout, "group %s: state %s, protocol %s/%s, %d members, coordinator %d (%s:%d)\n",
+		fmt.Fprintf(stdout, "group %s: type classic, state %s, protocol %s/%s, %d members, coordinator %d (%s:%d)\n",
 			name, l.State, l.ProtocolType, l.Protocol, len(l.Members), l.Coordinator.NodeID, l.Coordinator.Host, l.Coordinator.Port)
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		if len(l.Members) > 0 {

@@ -5,6 +5,7 @@
 //	weir produce --topic T [--key-separator SEP] [--acks all|1|0] [--transactional-id ID [--commit-every N]] < lines
 //	weir consume --topic T [--from beginning|end|OFFSET] [--max N] [--format '%k\t%v\n']
 //	weir group list|describe|delete|reset-offsets [GROUP ...] [flags]
+//	weir share-group list|describe|reset-offsets|delete-offsets|delete [GROUP ...] [flags]
 //	weir txn list|describe|abort [TXN_ID ...] [flags]
 //	weir dev-cluster [-n 3] [--dir ./data-cluster] [--base-port 9092] [--controller-base-port 19093] [--set key=value ...]
 //	weir cluster info [--bootstrap host:port]
@@ -46,7 +47,7 @@ func main() {
 		err = configCmd(os.Args[2:], os.Stdout)
 	case "hist":
 		err = histCmd(os.Args[2:], os.Stdout)
-	case "topic", "produce", "consume", "group", "txn", "bench", "cluster", "dev-cluster", "user", "acl", "partition", "quota":
+	case "topic", "produce", "consume", "group", "share-group", "txn", "bench", "cluster", "dev-cluster", "user", "acl", "partition", "quota":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		switch os.Args[1] {
 		case "topic":
@@ -57,6 +58,8 @@ func main() {
 			err = consumeCmd(ctx, os.Args[2:], os.Stdout)
 		case "group":
 			err = groupCmd(ctx, os.Args[2:], os.Stdout)
+		case "share-group":
+			err = shareGroupCmd(ctx, os.Args[2:], os.Stdout)
 		case "txn":
 			err = txnCmd(ctx, os.Args[2:], os.Stdout)
 		case "bench":
@@ -104,7 +107,11 @@ commands:
   produce  send stdin lines as records: weir produce --topic T [--key-separator :] [--acks all|1|0]
            [--transactional-id ID [--commit-every N]] (in transactions, committed every N records and at the end)
   consume  print records: weir consume --topic T [--from beginning|end|OFFSET] [--max N] [--format '%k\t%v\n']
-  group    list, describe (members, lag), delete consumer groups, reset their offsets
+  group    list (with types), describe (members, KIP-848 epochs and target assignments, lag), delete
+           consumer groups, reset their offsets
+  share-group
+           share groups (KIP-932): list, describe (members, share-partition start offsets, lag),
+           reset-offsets --to-earliest|--to-latest|--to-offset N|--to-datetime T, delete-offsets, delete
   txn      transactions: weir txn list [--state Ongoing]; weir txn describe ID; weir txn abort --topic T --partition P --start-offset O
   user     SCRAM users (SASL): weir user create NAME --password P; weir user delete NAME; weir user list
   partition

@@ -1,10 +1,16 @@
 // Package assignor holds the server-side partition assignors of KIP-848 consumer groups
 // (uniform, range) and of KIP-932 share groups (simple). They are pure functions of the group's
 // members, their subscriptions and current assignments, and the subscribed topics' partition
-// counts: no goroutines, no locks, no I/O.
+// counts: no goroutines, no locks, no I/O, no shared state. The same input always gives the same
+// output: members are taken in member-id order and topics in name order (then id), whatever the
+// order of the input slices and maps.
+//
+// Invariants of every result: each member of the input has an entry; a member is given only
+// partitions of topics it subscribes to that exist in topics (0 <= partition < Partitions);
+// partition lists are sorted ascending with no duplicates. Uniform and Range give every
+// subscribed partition to exactly one member; Simple gives every subscribed partition to at least
+// one member and, when there are more members than partitions, to several.
 package assignor
-
-import "sort"
 
 // TopicID is a topic's UUID.
 type TopicID = [16]byte
@@ -44,49 +50,12 @@ type Assignor interface {
 	Assign(members []Member, topics map[TopicID]Topic) (Assignment, error)
 }
 
-// placeholder is a deterministic round robin used until the real assignors exist.
-type placeholder struct{ name string }
+// Uniform is KIP-848's "uniform" assignor (the default): balanced, then sticky. See uniform.go.
+func Uniform() Assignor { return uniformAssignor{} }
 
-func (p placeholder) Name() string { return p.name }
+// Range is KIP-848's "range" assignor: per topic, contiguous ranges in member order, sticky. See
+// rangeassign.go.
+func Range() Assignor { return rangeAssignor{} }
 
-func (p placeholder) Assign(members []Member, topics map[TopicID]Topic) (Assignment, error) {
-	out := make(Assignment, len(members))
-	ms := append([]Member(nil), members...)
-	sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
-	ids := make([]TopicID, 0, len(topics))
-	for id := range topics {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return topics[ids[i]].Name < topics[ids[j]].Name })
-	for _, m := range ms {
-		out[m.ID] = map[TopicID][]int32{}
-	}
-	for _, id := range ids {
-		var subs []string
-		for _, m := range ms {
-			for _, s := range m.Subscribed {
-				if s == id {
-					subs = append(subs, m.ID)
-					break
-				}
-			}
-		}
-		if len(subs) == 0 {
-			continue
-		}
-		for p := int32(0); p < topics[id].Partitions; p++ {
-			m := subs[int(p)%len(subs)]
-			out[m][id] = append(out[m][id], p)
-		}
-	}
-	return out, nil
-}
-
-// Uniform is KIP-848's "uniform" assignor (the default).
-func Uniform() Assignor { return placeholder{"uniform"} }
-
-// Range is KIP-848's "range" assignor.
-func Range() Assignor { return placeholder{"range"} }
-
-// Simple is KIP-932's share group assignor ("simple").
-func Simple() Assignor { return placeholder{"simple"} }
+// Simple is KIP-932's share group assignor ("simple"). See simple.go.
+func Simple() Assignor { return simpleAssignor{} }
