@@ -105,9 +105,13 @@ func groupList(ctx context.Context, adm *kadm.Client, states string, stdout io.W
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tSTATE\tPROTOCOL-TYPE")
+	fmt.Fprintln(tw, "GROUP\tTYPE\tSTATE\tPROTOCOL-TYPE")
 	for _, g := range groups.Sorted() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Group, g.State, g.ProtocolType)
+		typ := g.GroupType
+		if typ == "" {
+			typ = "classic"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Group, typ, g.State, g.ProtocolType)
 	}
 	return tw.Flush()
 }
