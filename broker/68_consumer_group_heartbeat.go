@@ -75,7 +75,6 @@ func handleConsumerGroupHeartbeat(b *Broker, r *netio.Request) netio.Reply {
 	return netio.Reply{Deferred: func() netio.Reply {
 		res := wait()
 		if res.Err != nil {
-			resp.MemberEpoch = res.MemberEpoch
 			return fail(res.Err, res.ErrMessage)
 		}
 		id := res.MemberID
