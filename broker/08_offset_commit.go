@@ -5,7 +5,8 @@ package broker
 // epoch per partition; v7+ group.instance.id. A commit from a group member is checked against
 // the group (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID); a
 // commit with generation -1 and no member id (admin tools, standalone consumers) is accepted
-// only while the group is empty. A partition of an unknown topic is UNKNOWN_TOPIC_OR_PARTITION,
+// only while the group is empty. In a KIP-848 consumer group the generation is the member epoch
+// (STALE_MEMBER_EPOCH when it is not the member's current one; UNSUPPORTED_VERSION below v9). A partition of an unknown topic is UNKNOWN_TOPIC_OR_PARTITION,
 // metadata longer than offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE. The offsets are
 // appended to __consumer_offsets as one batch and the reply waits until it is fdatasync'd.
 
@@ -26,7 +27,7 @@ func handleOffsetCommit(b *Broker, r *netio.Request) netio.Reply {
 	req := r.Body.(*kmsg.OffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	resp.SetVersion(r.Version)
-	cr := coordinator.CommitRequest{Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, RetentionMs: -1}
+	cr := coordinator.CommitRequest{Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, RetentionMs: -1, Version: r.Version}
 	if r.Version <= 4 && req.RetentionTimeMillis >= 0 {
 		cr.RetentionMs = req.RetentionTimeMillis
 	}

@@ -6,7 +6,8 @@ package broker
 // (TxnOffsetCommit, pending until the transaction's marker) answers UNSTABLE_OFFSET_COMMIT with
 // offset -1, as Kafka does, and the client retries; without it the last committed offset is
 // returned. v8+ batches
-// groups; v9+ carries a member id and epoch, which classic groups ignore. A group or partition
+// groups; v9+ carries a member id and epoch, which classic groups ignore and KIP-848 consumer groups check
+// (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH). A group or partition
 // with nothing committed answers offset -1, leader epoch -1, metadata "" and no error. The reply
 // waits until the offsets it returns are durable.
 
@@ -26,6 +27,9 @@ func init() {
 type offsetFetchGroup struct {
 	group  string
 	topics []coordinator.FetchTopic // nil = all
+	// memberID and memberEpoch (v9+) are checked by a consumer group.
+	memberID    *string
+	memberEpoch int32
 }
 
 func handleOffsetFetch(b *Broker, r *netio.Request) netio.Reply {
@@ -33,7 +37,10 @@ func handleOffsetFetch(b *Broker, r *netio.Request) netio.Reply {
 	var groups []offsetFetchGroup
 	if r.Version >= 8 {
 		for _, g := range req.Groups {
-			fg := offsetFetchGroup{group: g.Group}
+			fg := offsetFetchGroup{group: g.Group, memberEpoch: -1}
+			if r.Version >= 9 {
+				fg.memberID, fg.memberEpoch = g.MemberID, g.MemberEpoch
+			}
 			if g.Topics != nil {
 				fg.topics = []coordinator.FetchTopic{}
 				for _, t := range g.Topics {
@@ -43,7 +50,7 @@ func handleOffsetFetch(b *Broker, r *netio.Request) netio.Reply {
 			groups = append(groups, fg)
 		}
 	} else {
-		fg := offsetFetchGroup{group: req.Group}
+		fg := offsetFetchGroup{group: req.Group, memberEpoch: -1}
 		if req.Topics != nil || r.Version < 2 {
 			fg.topics = []coordinator.FetchTopic{}
 			for _, t := range req.Topics {
@@ -59,7 +66,7 @@ func handleOffsetFetch(b *Broker, r *netio.Request) netio.Reply {
 			waits[i] = func() coordinator.FetchResult { return coordinator.FetchResult{Err: e} }
 			continue
 		}
-		waits[i] = b.groups.coord.FetchStable(g.group, g.topics, requireStable)
+		waits[i] = b.groups.coord.FetchMember(g.group, g.topics, requireStable, g.memberID, g.memberEpoch)
 	}
 	denied := b.topicDenied(r, acl.OpDescribe) // ACL: DESCRIBE on each topic
 	version := r.Version

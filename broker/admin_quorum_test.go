@@ -61,7 +61,7 @@ func TestAdminFeatures(t *testing.T) {
 	props := map[string]string{"log.dirs": dir}
 	b, stop := startStoppableBroker(t, props)
 	fin, sup, epoch := admFinalized(t, b)
-	wantFin := map[string]int16{"metadata.version": 33, "kraft.version": 1, "transaction.version": 2}
+	wantFin := map[string]int16{"metadata.version": 33, "kraft.version": 1, "transaction.version": 2, "group.version": 1}
 	for k, v := range wantFin {
 		if fin[k] != v {
 			t.Errorf("finalized %s = %d, want %d (all: %v)", k, fin[k], v, fin)
@@ -71,7 +71,7 @@ func TestAdminFeatures(t *testing.T) {
 		t.Errorf("finalized %v, want %v", fin, wantFin)
 	}
 	wantSup := map[string][2]int16{"metadata.version": {33, 33}, "kraft.version": {0, 1}, "transaction.version": {0, 2},
-		"group.version": {0, 0}, "eligible.leader.replicas.version": {0, 0}, "share.version": {0, 0}, "streams.version": {0, 0}}
+		"group.version": {0, 1}, "eligible.leader.replicas.version": {0, 0}, "share.version": {0, 0}, "streams.version": {0, 0}}
 	for k, v := range wantSup {
 		if sup[k] != v {
 			t.Errorf("supported %s = %v, want %v", k, sup[k], v)
@@ -89,7 +89,7 @@ func TestAdminFeatures(t *testing.T) {
 		{"downgrade as an upgrade", 1, "transaction.version", 1, upgradeTypeUpgrade, kerr.InvalidUpdateVersion},
 		{"downgrade without allow_downgrade (v0)", 0, "transaction.version", 1, upgradeTypeUpgrade, kerr.InvalidUpdateVersion},
 		{"above the supported range", 1, "transaction.version", 3, upgradeTypeUpgrade, kerr.InvalidUpdateVersion},
-		{"group.version 1 (no KIP-848)", 1, "group.version", 1, upgradeTypeUpgrade, kerr.InvalidUpdateVersion},
+		{"group.version 2 (above the supported range)", 1, "group.version", 2, upgradeTypeUpgrade, kerr.InvalidUpdateVersion},
 		{"metadata.version 20", 2, "metadata.version", 20, upgradeTypeSafeDowngrade, kerr.InvalidUpdateVersion},
 		{"unknown feature", 2, "no.such.version", 1, upgradeTypeUpgrade, kerr.InvalidUpdateVersion},
 		{"unknown upgrade type", 1, "transaction.version", 1, 0, kerr.InvalidUpdateVersion},

@@ -18,10 +18,11 @@ package broker
 //   - kraft.version 0-1, finalized at 1: the controller quorum's voters can be added and
 //     removed at run time (AddRaftVoter / RemoveRaftVoter, KIP-853's meaning of level 1).
 //     It cannot be changed by UpdateFeatures (Kafka refuses it there too).
-//   - group.version, eligible.leader.replicas.version, share.version, streams.version: 0 only
-//     (weir has no KIP-848 consumer groups, eligible leader replicas, share groups or streams
-//     groups), where Kafka 4.4 finalizes 1, 1, 2 and 1. A level of 0 is not listed as
-//     finalized, as Kafka omits it.
+//   - group.version 0-1, finalized at 1 as Kafka 4.4 does: level 1 serves KIP-848 consumer
+//     groups (ConsumerGroupHeartbeat answers UNSUPPORTED_VERSION at 0).
+//   - eligible.leader.replicas.version, share.version, streams.version: 0 only (weir has no
+//     eligible leader replicas, share groups or streams groups), where Kafka 4.4 finalizes 1, 2
+//     and 1. A level of 0 is not listed as finalized, as Kafka omits it.
 
 import (
 	"strconv"
@@ -35,6 +36,8 @@ const (
 
 	metadataVersionFeature = "metadata.version"
 	kraftVersionFeature    = "kraft.version"
+	// groupVersionFeature level 1 enables KIP-848 consumer groups (ConsumerGroupHeartbeat).
+	groupVersionFeature = "group.version"
 	// metadataVersion44IV2 is metadata.version 4.4-IV2, Kafka 4.4.0's level on a new cluster.
 	metadataVersion44IV2 = 33
 )
@@ -51,7 +54,7 @@ type featureDef struct {
 // weirFeatures are the features ApiVersions lists, sorted by name.
 var weirFeatures = []featureDef{
 	{name: "eligible.leader.replicas.version"},
-	{name: "group.version"},
+	{name: groupVersionFeature, max: 1},
 	{name: kraftVersionFeature, max: 1, fixed: true},
 	{name: metadataVersionFeature, min: metadataVersion44IV2, max: metadataVersion44IV2},
 	{name: "share.version"},
@@ -84,6 +87,8 @@ func (b *Broker) finalizedLevel(img *controller.Image, name string) int16 {
 	case metadataVersionFeature:
 		return metadataVersion44IV2
 	case kraftVersionFeature:
+		return 1
+	case groupVersionFeature:
 		return 1
 	case transactionVersionFeature:
 		return int16(keyTxnVersion.Get(b.cfg))

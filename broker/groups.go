@@ -6,10 +6,13 @@ package broker
 // offsets.topic.num.partitions partitions, cleanup.policy=compact and no time retention.
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/coordinator"
+	"github.com/weir-mq/weir/coordinator/assignor"
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/record"
 )
@@ -32,20 +36,111 @@ type groupsState struct {
 	// all its partition logs (topic metadata is published before the logs are created).
 	createMu sync.Mutex
 	ready    atomic.Bool
+	// topicsSig is a hash of the topics' names, ids and partition counts in the last image
+	// seen (groupsImageChanged): consumer groups are told only when it changes.
+	topicsSig atomic.Uint64
+}
+
+// consumerGroupSettings are the group.consumer.* keys, checked as Kafka's GroupCoordinatorConfig
+// checks them.
+type consumerGroupSettings struct {
+	sessionTimeout, heartbeatInterval time.Duration
+	maxSize                           int
+	assignors                         []assignor.Assignor
+}
+
+func (b *Broker) consumerGroupConfig() (consumerGroupSettings, error) {
+	var cs consumerGroupSettings
+	st, minSt, maxSt := keyGroupConsumerSessionTimeout.Get(b.cfg), keyGroupConsumerMinSessionTimeout.Get(b.cfg), keyGroupConsumerMaxSessionTimeout.Get(b.cfg)
+	hb, minHb, maxHb := keyGroupConsumerHeartbeatInterval.Get(b.cfg), keyGroupConsumerMinHeartbeat.Get(b.cfg), keyGroupConsumerMaxHeartbeat.Get(b.cfg)
+	switch {
+	case maxSt < minSt:
+		return cs, errors.New("group.consumer.max.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms")
+	case st < minSt:
+		return cs, errors.New("group.consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms")
+	case st > maxSt:
+		return cs, errors.New("group.consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms")
+	case maxHb < minHb:
+		return cs, errors.New("group.consumer.max.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms")
+	case hb < minHb:
+		return cs, errors.New("group.consumer.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms")
+	case hb > maxHb:
+		return cs, errors.New("group.consumer.heartbeat.interval.ms must be less than or equal to group.consumer.max.heartbeat.interval.ms")
+	case hb >= st:
+		return cs, errors.New("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+	}
+	cs.sessionTimeout, cs.heartbeatInterval = st, hb
+	cs.maxSize = int(keyGroupConsumerMaxSize.Get(b.cfg))
+	seen := map[string]bool{}
+	for _, name := range keyGroupConsumerAssignors.Get(b.cfg) {
+		var a assignor.Assignor
+		switch strings.TrimSpace(name) {
+		case "uniform", "org.apache.kafka.coordinator.group.assignor.UniformAssignor":
+			a = assignor.Uniform()
+		case "range", "org.apache.kafka.coordinator.group.assignor.RangeAssignor":
+			a = assignor.Range()
+		case "":
+			continue
+		default:
+			return cs, fmt.Errorf("group.consumer.assignors: %q is not an assignor weir has (uniform, range); custom assignor classes are not supported", name)
+		}
+		if !seen[a.Name()] {
+			seen[a.Name()] = true
+			cs.assignors = append(cs.assignors, a)
+		}
+	}
+	if len(cs.assignors) == 0 {
+		return cs, errors.New("group.consumer.assignors must name at least one assignor")
+	}
+	return cs, nil
+}
+
+// consumerGroupTopics is the coordinator's view of the topics (Config.Topics).
+func (b *Broker) consumerGroupTopics() map[string]coordinator.TopicMeta {
+	img := b.ctl.Image()
+	out := make(map[string]coordinator.TopicMeta, len(img.Topics))
+	for name, t := range img.Topics {
+		out[name] = coordinator.TopicMeta{ID: t.ID, Partitions: int32(len(t.Partitions))}
+	}
+	return out
+}
+
+// topicsSignature hashes the topics' names, ids and partition counts of img (order-independent).
+func topicsSignature(img *controller.Image) uint64 {
+	var sum uint64
+	for name, t := range img.Topics {
+		h := fnv.New64a()
+		h.Write([]byte(name))
+		h.Write(t.ID[:])
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(t.Partitions)))
+		h.Write(n[:])
+		sum += h.Sum64()
+	}
+	return sum + uint64(len(img.Topics))
 }
 
 // openGroups creates the coordinator (New); startGroups starts loading (Start).
 func (b *Broker) openGroups() error {
+	cc, err := b.consumerGroupConfig()
+	if err != nil {
+		return err
+	}
 	c, err := coordinator.New(coordinator.Config{
-		Store:                  &offsetsStore{b: b},
-		InitialRebalanceDelay:  keyGroupInitialRebalanceDelay.Get(b.cfg),
-		MinSessionTimeout:      keyGroupMinSessionTimeout.Get(b.cfg),
-		MaxSessionTimeout:      keyGroupMaxSessionTimeout.Get(b.cfg),
-		MaxGroupSize:           int(keyGroupMaxSize.Get(b.cfg)),
-		OffsetsRetention:       keyOffsetsRetention.Get(b.cfg),
-		RetentionCheckInterval: keyOffsetsRetentionCheckInterval.Get(b.cfg),
-		OffsetMetadataMaxBytes: int(keyOffsetMetadataMaxBytes.Get(b.cfg)),
-		ManualOwnership:        true,
+		Topics:                    b.consumerGroupTopics,
+		ConsumerSessionTimeout:    cc.sessionTimeout,
+		ConsumerHeartbeatInterval: cc.heartbeatInterval,
+		ConsumerMaxSize:           cc.maxSize,
+		ConsumerAssignors:         cc.assignors,
+		Store:                     &offsetsStore{b: b},
+		InitialRebalanceDelay:     keyGroupInitialRebalanceDelay.Get(b.cfg),
+		MinSessionTimeout:         keyGroupMinSessionTimeout.Get(b.cfg),
+		MaxSessionTimeout:         keyGroupMaxSessionTimeout.Get(b.cfg),
+		MaxGroupSize:              int(keyGroupMaxSize.Get(b.cfg)),
+		OffsetsRetention:          keyOffsetsRetention.Get(b.cfg),
+		RetentionCheckInterval:    keyOffsetsRetentionCheckInterval.Get(b.cfg),
+		OffsetMetadataMaxBytes:    int(keyOffsetMetadataMaxBytes.Get(b.cfg)),
+		ManualOwnership:           true,
 	})
 	if err != nil {
 		return err
@@ -67,6 +162,11 @@ func (b *Broker) groupsImageChanged(img *controller.Image) {
 	c := b.groups.coord
 	if c == nil {
 		return
+	}
+	// KIP-848 consumer groups re-check their subscribed topics (and regexes) when topics
+	// are created, deleted or gain partitions.
+	if sig := topicsSignature(img); b.groups.topicsSig.Swap(sig) != sig {
+		c.MetadataChanged()
 	}
 	t, ok := img.Topics[offsetsTopic]
 	for p := int32(0); p < c.Partitions(); p++ {

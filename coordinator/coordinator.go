@@ -8,9 +8,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/weir-mq/weir/coordinator/assignor"
 )
 
 // Config configures a Coordinator. Zero durations and sizes take Kafka's defaults except where
@@ -39,6 +42,18 @@ type Config struct {
 	// loads nothing. Without it every partition is owned and Start loads them all.
 	ManualOwnership bool
 	Logger          *slog.Logger
+
+	// KIP-848 consumer groups. Topics returns the broker's topics (nil: none known); the
+	// broker calls MetadataChanged when they change. ConsumerSessionTimeout and
+	// ConsumerHeartbeatInterval are group.consumer.session.timeout.ms and
+	// group.consumer.heartbeat.interval.ms (0: 45s and 5s); ConsumerMaxSize is
+	// group.consumer.max.size (0: unlimited); ConsumerAssignors are group.consumer.assignors,
+	// the first the default (nil: uniform, range).
+	Topics                    func() map[string]TopicMeta
+	ConsumerSessionTimeout    time.Duration
+	ConsumerHeartbeatInterval time.Duration
+	ConsumerMaxSize           int
+	ConsumerAssignors         []assignor.Assignor
 }
 
 const (
@@ -87,6 +102,9 @@ type Coordinator struct {
 	reloadAfter []bool
 	loaded      chan struct{} // closed once every partition is loaded (or failed)
 	stats       coordStats    // rebalance counters (metrics.go)
+	// metaVersion counts MetadataChanged calls: a consumer group that has not seen the
+	// latest recomputes its subscribed topics at its next heartbeat.
+	metaVersion atomic.Uint64
 
 	quit chan struct{}
 	wg   sync.WaitGroup
@@ -124,6 +142,15 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.LoadThreads <= 0 {
 		cfg.LoadThreads = 4
+	}
+	if cfg.ConsumerSessionTimeout <= 0 {
+		cfg.ConsumerSessionTimeout = 45 * time.Second
+	}
+	if cfg.ConsumerHeartbeatInterval <= 0 {
+		cfg.ConsumerHeartbeatInterval = 5 * time.Second
+	}
+	if len(cfg.ConsumerAssignors) == 0 {
+		cfg.ConsumerAssignors = []assignor.Assignor{assignor.Uniform(), assignor.Range()}
 	}
 	parts := cfg.Store.Partitions()
 	if parts <= 0 {
@@ -516,6 +543,13 @@ func (c *Coordinator) Fetch(groupID string, topics []FetchTopic) func() FetchRes
 // transactional offsets answers UNSTABLE_OFFSET_COMMIT (offset -1) instead of its committed
 // offset, as Kafka does; the client retries until the transaction completes.
 func (c *Coordinator) FetchStable(groupID string, topics []FetchTopic, requireStable bool) func() FetchResult {
+	return c.FetchMember(groupID, topics, requireStable, nil, -1)
+}
+
+// FetchMember is FetchStable with OffsetFetch v9+'s member id and epoch: a consumer group
+// checks them as Kafka's ConsumerGroup.validateOffsetFetch does (UNKNOWN_MEMBER_ID,
+// STALE_MEMBER_EPOCH); a nil member id with a negative epoch (admin tools) is always accepted.
+func (c *Coordinator) FetchMember(groupID string, topics []FetchTopic, requireStable bool, memberID *string, memberEpoch int32) func() FetchResult {
 	if err := validGroupID(groupID, true); err != nil {
 		return func() FetchResult { return FetchResult{Err: err} }
 	}
@@ -526,12 +560,21 @@ func (c *Coordinator) FetchStable(groupID string, topics []FetchTopic, requireSt
 			res.Offsets = unknownOffsets(topics)
 			return
 		}
+		if g.typ == TypeConsumer {
+			if err := g.cgValidateFetch(memberID, memberEpoch); err != nil {
+				res.Err = err
+				return
+			}
+		}
 		res.Offsets, mark = g.fetch(topics, requireStable)
 	})
 	if err != nil {
 		return func() FetchResult { return FetchResult{Err: err} }
 	}
 	return func() FetchResult {
+		if res.Err != nil {
+			return res
+		}
 		if err := c.awaitDurable(mark); err != nil {
 			return FetchResult{Err: err}
 		}
@@ -557,7 +600,7 @@ func (c *Coordinator) Describe(groupID string) GroupDescription {
 		return d
 	}
 	if err := c.withGroup(groupID, false, func(g *group) {
-		if g != nil {
+		if g != nil && g.typ == TypeClassic {
 			d = g.describe()
 		}
 	}); err != nil {
@@ -591,9 +634,7 @@ func (c *Coordinator) List(states, types []string) ([]GroupListing, *kerr.Error)
 	var out []GroupListing
 	for _, g := range c.allGroups() {
 		var l GroupListing
-		ok := g.do(func() {
-			l = GroupListing{Group: g.id, ProtocolType: g.protocolType, State: g.state.String(), Type: "classic"}
-		})
+		ok := g.do(func() { l = g.listing() })
 		if ok && l.State != Dead.String() && match(states, l.State) && match(types, l.Type) {
 			out = append(out, l)
 		}

@@ -22,6 +22,18 @@ func (g *group) join(req *JoinRequest) chan JoinResult {
 	if g.state == Dead {
 		return fail(kerr.CoordinatorNotAvailable, req.MemberID)
 	}
+	if g.typ == TypeConsumer {
+		// A consumer group: an empty one becomes a classic group, a non-empty one refuses
+		// members of the classic protocol (weir has no online migration).
+		if len(g.cg.members) > 0 {
+			return fail(kerr.InconsistentGroupProtocol, req.MemberID)
+		}
+		if err := g.cgToClassic(); err != nil {
+			return fail(err, req.MemberID)
+		}
+	} else if g.typ != TypeClassic {
+		return fail(kerr.InconsistentGroupProtocol, req.MemberID)
+	}
 	if !g.acceptJoiningMember(req.MemberID) {
 		if m := g.members[req.MemberID]; m != nil {
 			g.removeMemberAndUpdate(m)
@@ -534,4 +546,14 @@ func (g *group) describe() GroupDescription {
 		d.Members = append(d.Members, md)
 	}
 	return d
+}
+
+// listing is the group as ListGroups shows it: its type, and its state with the names of its
+// type (KIP-848 consumer groups: Empty, Assigning, Reconciling, Stable).
+func (g *group) listing() GroupListing {
+	l := GroupListing{Group: g.id, ProtocolType: g.protocolType, State: g.state.String(), Type: g.typ.String()}
+	if g.typ == TypeConsumer && g.cg != nil && g.state != Dead {
+		l.State = g.cg.stateName()
+	}
+	return l
 }

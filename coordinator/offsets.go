@@ -92,8 +92,17 @@ func (g *group) storeGroup() (durableMark, *kerr.Error) {
 // TxnOffsetCommit, which is accepted without member id and generation in any state (TxnOffsetCommit
 // v0-v2 carry neither) and is not refused while the group completes a rebalance.
 func (g *group) validateCommit(generation int32, memberID string, instanceID *string, transactional bool) *kerr.Error {
+	return g.validateCommitVersion(generation, memberID, instanceID, transactional, 0)
+}
+
+// validateCommitVersion is validateCommit knowing the OffsetCommit version (0: unknown); a
+// consumer group validates as Kafka's ConsumerGroup.validateOffsetCommit (cgValidateCommit).
+func (g *group) validateCommitVersion(generation int32, memberID string, instanceID *string, transactional bool, version int16) *kerr.Error {
 	if g.state == Dead {
 		return kerr.CoordinatorNotAvailable
+	}
+	if g.typ == TypeConsumer {
+		return g.cgValidateCommit(generation, memberID, transactional, version)
 	}
 	if generation < 0 && g.state == Empty {
 		return nil // admin tools and standalone consumers: only while the group is empty
@@ -116,7 +125,7 @@ func (g *group) validateCommit(generation int32, memberID string, instanceID *st
 
 // commit appends one batch with every valid partition's offset; errs gets per-partition errors.
 func (g *group) commit(req *CommitRequest, errs []*kerr.Error) durableMark {
-	if err := g.validateCommit(req.Generation, req.MemberID, req.InstanceID, false); err != nil {
+	if err := g.validateCommitVersion(req.Generation, req.MemberID, req.InstanceID, false, req.Version); err != nil {
 		for i := range errs {
 			errs[i] = err
 		}
@@ -242,7 +251,11 @@ func (g *group) delete() (*kerr.Error, durableMark) {
 	// Kafka's deleteAllOffsets: a tombstone per committed offset, and one per partition that
 	// only a pending transaction holds (its replay drops the pending offsets).
 	tps := append(g.sortedOffsetKeys(), g.pendingOnly()...)
-	mark, err := g.appendRecords(g.tombstones(tps, true))
+	recs := g.tombstones(tps, g.cg == nil)
+	if g.cg != nil {
+		recs = append(recs, g.cgTombstones()...)
+	}
+	mark, err := g.appendRecords(recs)
 	if err != nil {
 		return appendError(err), durableMark{}
 	}
@@ -333,7 +346,11 @@ func (g *group) expire(now time.Time) {
 	if len(doomed) == 0 && !deleteGroup {
 		return
 	}
-	if _, err := g.appendRecords(g.tombstones(doomed, deleteGroup)); err != nil {
+	recs := g.tombstones(doomed, deleteGroup && g.cg == nil)
+	if deleteGroup && g.cg != nil {
+		recs = append(recs, g.cgTombstones()...)
+	}
+	if _, err := g.appendRecords(recs); err != nil {
 		g.c.log.Warn("offset expiry failed", "group", g.id, "err", err)
 		return
 	}

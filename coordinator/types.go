@@ -148,7 +148,9 @@ type CommitRequest struct {
 	InstanceID *string
 	// RetentionMs (v2-v4) sets an expire time for these offsets; -1 uses the broker's policy.
 	RetentionMs int64
-	Partitions  []CommitPartition
+	// Version is the OffsetCommit version (0: unknown); a consumer group's member must use v9+.
+	Version    int16
+	Partitions []CommitPartition
 }
 
 // TxnCommitRequest is a TxnOffsetCommit request (partitions of unknown topics already filtered
@@ -219,5 +221,5 @@ type GroupListing struct {
 	Group        string
 	ProtocolType string
 	State        string
-	Type         string // always "classic"
+	Type         string // "classic", "consumer" (or "share")
 }

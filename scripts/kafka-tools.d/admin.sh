@@ -37,7 +37,7 @@ check_admin_features_describe() {
   admin_expect "$out" 'Feature: metadata.version.*FinalizedVersionLevel: 4\.4-IV2' &&
     admin_expect "$out" 'Feature: transaction.version.*SupportedMaxVersion: 2.*FinalizedVersionLevel: 2' &&
     admin_expect "$out" 'Feature: kraft.version.*FinalizedVersionLevel: 1' &&
-    admin_expect "$out" 'Feature: group.version'
+    admin_expect "$out" 'Feature: group.version.*SupportedMaxVersion: 1.*FinalizedVersionLevel: 1'
 }
 
 check_admin_features_downgrade_upgrade() {
@@ -47,8 +47,8 @@ check_admin_features_downgrade_upgrade() {
   kt org.apache.kafka.tools.FeatureCommand --bootstrap-server "$BOOTSTRAP" describe >"$out" || return 1
   admin_expect "$out" 'Feature: transaction.version.*FinalizedVersionLevel: 1' || return 1
   # A level weir does not support is refused, as Kafka refuses it.
-  if kt org.apache.kafka.tools.FeatureCommand --bootstrap-server "$BOOTSTRAP" upgrade --feature group.version=1 >"$out" 2>&1; then
-    echo "group.version=1 was accepted" >&2
+  if kt org.apache.kafka.tools.FeatureCommand --bootstrap-server "$BOOTSTRAP" upgrade --feature group.version=2 >"$out" 2>&1; then
+    echo "group.version=2 was accepted" >&2
     return 1
   fi
   kt org.apache.kafka.tools.FeatureCommand --bootstrap-server "$BOOTSTRAP" upgrade --feature transaction.version=2 >"$out" || return 1
