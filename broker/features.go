@@ -18,9 +18,13 @@ package broker
 //   - kraft.version 0-1, finalized at 1: the controller quorum's voters can be added and
 //     removed at run time (AddRaftVoter / RemoveRaftVoter, KIP-853's meaning of level 1).
 //     It cannot be changed by UpdateFeatures (Kafka refuses it there too).
-//   - group.version, eligible.leader.replicas.version, share.version, streams.version: 0 only
-//     (weir has no KIP-848 consumer groups, eligible leader replicas, share groups or streams
-//     groups), where Kafka 4.4 finalizes 1, 1, 2 and 1. A level of 0 is not listed as
+//   - share.version 0-1, finalized at 1: KIP-932 share groups (ShareGroupHeartbeat v1,
+//     ShareGroupDescribe, the share group offsets admin APIs), Kafka 4.1's level. weir always
+//     serves share groups, so UpdateFeatures cannot change it (INVALID_UPDATE_VERSION), where
+//     Kafka lets level 0 turn them off.
+//   - group.version, eligible.leader.replicas.version, streams.version: 0 only
+//     (weir has no KIP-848 consumer groups, eligible leader replicas or streams
+//     groups), where Kafka 4.4 finalizes 1, 1 and 1. A level of 0 is not listed as
 //     finalized, as Kafka omits it.
 
 import (
@@ -34,6 +38,7 @@ const (
 	featureKind = "feature"
 
 	metadataVersionFeature = "metadata.version"
+	shareVersionFeature    = "share.version"
 	kraftVersionFeature    = "kraft.version"
 	// metadataVersion44IV2 is metadata.version 4.4-IV2, Kafka 4.4.0's level on a new cluster.
 	metadataVersion44IV2 = 33
@@ -54,7 +59,7 @@ var weirFeatures = []featureDef{
 	{name: "group.version"},
 	{name: kraftVersionFeature, max: 1, fixed: true},
 	{name: metadataVersionFeature, min: metadataVersion44IV2, max: metadataVersion44IV2},
-	{name: "share.version"},
+	{name: shareVersionFeature, max: 1, fixed: true},
 	{name: "streams.version"},
 	{name: transactionVersionFeature, max: maxTransactionVersion},
 }
@@ -84,6 +89,8 @@ func (b *Broker) finalizedLevel(img *controller.Image, name string) int16 {
 	case metadataVersionFeature:
 		return metadataVersion44IV2
 	case kraftVersionFeature:
+		return 1
+	case shareVersionFeature:
 		return 1
 	case transactionVersionFeature:
 		return int16(keyTxnVersion.Get(b.cfg))

@@ -20,6 +20,7 @@ import (
 	"github.com/weir-mq/weir/coordinator"
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/record"
+	"github.com/weir-mq/weir/sharestate"
 )
 
 // offsetsTopic is Kafka's internal topic of committed offsets and group metadata.
@@ -32,10 +33,19 @@ type groupsState struct {
 	// all its partition logs (topic metadata is published before the logs are created).
 	createMu sync.Mutex
 	ready    atomic.Bool
+	// sharePersister is the share-partition state persister (KIP-932), one per broker: the
+	// group coordinator initializes and deletes state through it, the share-partition leaders
+	// read and write it.
+	sharePersister sharestate.Persister
 }
 
 // openGroups creates the coordinator (New); startGroups starts loading (Start).
 func (b *Broker) openGroups() error {
+	b.groups.sharePersister = b.newSharePersister()
+	share, err := b.shareGroupConfig()
+	if err != nil {
+		return err
+	}
 	c, err := coordinator.New(coordinator.Config{
 		Store:                  &offsetsStore{b: b},
 		InitialRebalanceDelay:  keyGroupInitialRebalanceDelay.Get(b.cfg),
@@ -46,6 +56,7 @@ func (b *Broker) openGroups() error {
 		RetentionCheckInterval: keyOffsetsRetentionCheckInterval.Get(b.cfg),
 		OffsetMetadataMaxBytes: int(keyOffsetMetadataMaxBytes.Get(b.cfg)),
 		ManualOwnership:        true,
+		Share:                  share,
 	})
 	if err != nil {
 		return err

@@ -39,6 +39,8 @@ type Config struct {
 	// loads nothing. Without it every partition is owned and Start loads them all.
 	ManualOwnership bool
 	Logger          *slog.Logger
+	// Share configures KIP-932 share groups (share.go).
+	Share ShareConfig
 }
 
 const (
@@ -557,7 +559,7 @@ func (c *Coordinator) Describe(groupID string) GroupDescription {
 		return d
 	}
 	if err := c.withGroup(groupID, false, func(g *group) {
-		if g != nil {
+		if g != nil && g.typ != TypeShare { // a share group is not a classic group: Dead, as Kafka
 			d = g.describe()
 		}
 	}); err != nil {
@@ -592,7 +594,7 @@ func (c *Coordinator) List(states, types []string) ([]GroupListing, *kerr.Error)
 	for _, g := range c.allGroups() {
 		var l GroupListing
 		ok := g.do(func() {
-			l = GroupListing{Group: g.id, ProtocolType: g.protocolType, State: g.state.String(), Type: "classic"}
+			l = GroupListing{Group: g.id, ProtocolType: g.protocolType, State: g.state.String(), Type: g.typ.String()}
 		})
 		if ok && l.State != Dead.String() && match(states, l.State) && match(types, l.Type) {
 			out = append(out, l)
@@ -607,6 +609,9 @@ func (c *Coordinator) List(states, types []string) ([]GroupListing, *kerr.Error)
 func (c *Coordinator) DeleteGroup(groupID string) func() *kerr.Error {
 	if err := validGroupID(groupID, true); err != nil {
 		return func() *kerr.Error { return err }
+	}
+	if f, ok := c.deleteShareGroup(groupID); ok {
+		return f
 	}
 	var res *kerr.Error
 	var mark durableMark

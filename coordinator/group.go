@@ -286,12 +286,18 @@ func (g *group) nextDeadline() time.Time {
 	for _, d := range g.pending {
 		next = earliest(next, d)
 	}
+	if g.sg != nil {
+		next = earliest(next, g.shareNextDeadline())
+	}
 	return next
 }
 
 // onDeadlines handles everything due at now: expired pending members, members whose session
 // timed out, the end of the join phase and of the sync wait.
 func (g *group) onDeadlines(now time.Time) {
+	if g.sg != nil {
+		g.shareOnDeadlines(now)
+	}
 	for id, d := range g.pending {
 		if !d.After(now) {
 			g.c.log.Info("pending member expired", "group", g.id, "member", id)

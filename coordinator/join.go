@@ -22,6 +22,9 @@ func (g *group) join(req *JoinRequest) chan JoinResult {
 	if g.state == Dead {
 		return fail(kerr.CoordinatorNotAvailable, req.MemberID)
 	}
+	if g.typ == TypeShare { // a share group id is not a classic group (Kafka's answer)
+		return fail(kerr.InconsistentGroupProtocol, req.MemberID)
+	}
 	if !g.acceptJoiningMember(req.MemberID) {
 		if m := g.members[req.MemberID]; m != nil {
 			g.removeMemberAndUpdate(m)
@@ -439,6 +442,9 @@ func (g *group) heartbeat(req *HeartbeatRequest) *kerr.Error {
 	if g.state == Dead {
 		return kerr.CoordinatorNotAvailable
 	}
+	if g.typ == TypeShare {
+		return kerr.UnknownMemberID
+	}
 	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
 		return err
 	}
@@ -462,6 +468,9 @@ func (g *group) heartbeat(req *HeartbeatRequest) *kerr.Error {
 func (g *group) leave(members []LeaveMember) LeaveResult {
 	if g.state == Dead {
 		return LeaveResult{Err: kerr.CoordinatorNotAvailable}
+	}
+	if g.typ == TypeShare {
+		return LeaveResult{Err: kerr.UnknownMemberID}
 	}
 	defer g.rearm()
 	res := LeaveResult{Members: make([]*kerr.Error, len(members))}
