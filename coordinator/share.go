@@ -283,8 +283,8 @@ func (g *group) makeShare() {
 	g.protocolType = ShareProtocolType
 }
 
-// shareTopicsHash hashes the metadata of the topics the members subscribe to (ids, names and
-// partition counts, in name order), and returns the subscribed topics that exist.
+// shareSubscribedTopics returns the existing topics members subscribe to and a hash of their
+// metadata (ids, names and partition counts, in name order; 0 when there are none).
 func (g *group) shareSubscribedTopics(members map[string]*shareMember) (map[[16]byte]ShareTopic, int64) {
 	names := map[string]bool{}
 	for _, m := range members {

@@ -25,13 +25,13 @@ type ShareOffset struct {
 // SharePartitions returns the share partitions of group whose state was initialized (or is
 // being initialized): the "every partition" answer of DescribeShareGroupOffsets.
 // GROUP_ID_NOT_FOUND when group is not a share group.
-func (c *Coordinator) SharePartitions(group string) ([]sharestate.Key, *kerr.Error) {
-	if group == "" || len(group) > maxStringLen {
+func (c *Coordinator) SharePartitions(groupID string) ([]sharestate.Key, *kerr.Error) {
+	if groupID == "" || len(groupID) > maxStringLen {
 		return nil, kerr.InvalidGroupID
 	}
 	var keys []sharestate.Key
 	var res *kerr.Error
-	if err := c.withGroup(group, false, func(g *group) {
+	if err := c.withGroup(groupID, false, func(g *group) {
 		if g == nil || g.typ != TypeShare || g.state == Dead {
 			res = kerr.GroupIDNotFound
 			return
@@ -61,8 +61,8 @@ func persisterError(err error) *kerr.Error {
 // AlterShareOffsets is AlterShareGroupOffsets: group must be an empty share group (one is
 // created when group does not exist); each partition's state is initialized at its start
 // offset. It returns a group-level error, or one error per offset (in order).
-func (c *Coordinator) AlterShareOffsets(group string, offsets []ShareOffset) (*kerr.Error, string, []*kerr.Error) {
-	if group == "" || len(group) > maxStringLen {
+func (c *Coordinator) AlterShareOffsets(groupID string, offsets []ShareOffset) (*kerr.Error, string, []*kerr.Error) {
+	if groupID == "" || len(groupID) > maxStringLen {
 		return kerr.InvalidGroupID, "", nil
 	}
 	p := c.cfg.Share.Persister
@@ -73,11 +73,11 @@ func (c *Coordinator) AlterShareOffsets(group string, offsets []ShareOffset) (*k
 	var msg string
 	var epoch int32
 	var mark durableMark
-	if err := c.withGroup(group, true, func(g *group) {
+	if err := c.withGroup(groupID, true, func(g *group) {
 		fresh := false
 		if g.typ != TypeShare {
 			if !g.freshShell() {
-				gerr, msg = kerr.GroupIDNotFound, fmt.Sprintf("Group %s is not a share group.", group)
+				gerr, msg = kerr.GroupIDNotFound, fmt.Sprintf("Group %s is not a share group.", groupID)
 				return
 			}
 			g.makeShare()
@@ -129,15 +129,15 @@ func (c *Coordinator) AlterShareOffsets(group string, offsets []ShareOffset) (*k
 	ctx, cancel := c.persisterContext()
 	defer cancel()
 	for i, o := range offsets {
-		k := sharestate.Key{Group: group, TopicID: o.Topic.ID, Partition: o.Partition}
+		k := sharestate.Key{Group: groupID, TopicID: o.Topic.ID, Partition: o.Partition}
 		if err := p.Initialize(ctx, k, epoch, o.StartOffset); err != nil {
-			c.log.Warn("AlterShareGroupOffsets: initializing share-partition state failed", "group", group, "partition", o.Partition, "err", err)
+			c.log.Warn("AlterShareGroupOffsets: initializing share-partition state failed", "group", groupID, "partition", o.Partition, "err", err)
 			errs[i] = persisterError(err)
 			continue
 		}
 		ok = append(ok, k)
 	}
-	_ = c.withGroup(group, false, func(g *group) {
+	_ = c.withGroup(groupID, false, func(g *group) {
 		if g != nil && g.sg != nil {
 			running := g.sg.initRunning
 			g.shareInitialized(ok)
@@ -154,8 +154,8 @@ func (c *Coordinator) AlterShareOffsets(group string, offsets []ShareOffset) (*k
 // DeleteShareOffsets is DeleteShareGroupOffsets: group must be an empty share group; the state
 // of every partition of topics is deleted. It returns a group-level error, or one error per
 // topic (in order).
-func (c *Coordinator) DeleteShareOffsets(group string, topics []ShareTopic) (*kerr.Error, string, []*kerr.Error) {
-	if group == "" || len(group) > maxStringLen {
+func (c *Coordinator) DeleteShareOffsets(groupID string, topics []ShareTopic) (*kerr.Error, string, []*kerr.Error) {
+	if groupID == "" || len(groupID) > maxStringLen {
 		return kerr.InvalidGroupID, "", nil
 	}
 	p := c.cfg.Share.Persister
@@ -165,17 +165,17 @@ func (c *Coordinator) DeleteShareOffsets(group string, topics []ShareTopic) (*ke
 	var gerr *kerr.Error
 	var msg string
 	perTopic := make([][]sharestate.Key, len(topics))
-	if err := c.withGroup(group, false, func(g *group) {
+	if err := c.withGroup(groupID, false, func(g *group) {
 		switch {
 		case g == nil || g.typ != TypeShare || g.state == Dead:
-			gerr, msg = kerr.GroupIDNotFound, fmt.Sprintf("Group %s not found.", group)
+			gerr, msg = kerr.GroupIDNotFound, fmt.Sprintf("Group %s not found.", groupID)
 		case len(g.sg.members) > 0:
 			gerr, msg = kerr.NonEmptyGroup, "The share group is not empty."
 		default:
 			for i, t := range topics {
 				for _, set := range []map[[16]byte]shareTopicInfo{g.sg.parts.Initialized, g.sg.parts.Initializing} {
 					for _, part := range set[t.ID].Partitions {
-						perTopic[i] = append(perTopic[i], sharestate.Key{Group: group, TopicID: t.ID, Partition: part})
+						perTopic[i] = append(perTopic[i], sharestate.Key{Group: groupID, TopicID: t.ID, Partition: part})
 					}
 				}
 			}
@@ -193,7 +193,7 @@ func (c *Coordinator) DeleteShareOffsets(group string, topics []ShareTopic) (*ke
 	for i, keys := range perTopic {
 		for _, k := range keys {
 			if err := p.Delete(ctx, k); err != nil {
-				c.log.Warn("DeleteShareGroupOffsets: deleting share-partition state failed", "group", group, "partition", k.Partition, "err", err)
+				c.log.Warn("DeleteShareGroupOffsets: deleting share-partition state failed", "group", groupID, "partition", k.Partition, "err", err)
 				errs[i] = persisterError(err)
 			}
 		}
@@ -202,7 +202,7 @@ func (c *Coordinator) DeleteShareOffsets(group string, topics []ShareTopic) (*ke
 		}
 	}
 	var mark durableMark
-	_ = c.withGroup(group, false, func(g *group) {
+	_ = c.withGroup(groupID, false, func(g *group) {
 		if g != nil && g.sg != nil {
 			running := g.sg.deleteRunning
 			g.shareDeleted(done)

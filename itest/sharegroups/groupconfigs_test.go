@@ -32,7 +32,10 @@ func sgAlterGroupConfigs(t *testing.T, cl *kgo.Client, group string, kvs ...stri
 	if r.ErrorMessage != nil {
 		msg = *r.ErrorMessage
 	}
-	return kerr.ErrorForCode(r.ErrorCode), msg
+	if r.ErrorCode == 0 {
+		return nil, msg
+	}
+	return kerr.ErrorForCode(r.ErrorCode).(*kerr.Error), msg
 }
 
 // sgDescribeGroupConfigs returns group's configs: value and source per name.
