@@ -1,8 +1,8 @@
 package broker
 
 // ListGroups (key 16), v0-v5. Every group this broker coordinates, with its protocol type; v4+
-// filters by state and answers each group's state, v5+ filters by type ("classic": weir serves
-// the classic protocol only) and answers it. Filters are case-insensitive; an empty filter
+// filters by state and answers each group's state, v5+ filters by type ("classic", or "share"
+// for a KIP-932 share group, whose protocol type is "share") and answers it. Filters are case-insensitive; an empty filter
 // matches everything. COORDINATOR_LOAD_IN_PROGRESS while __consumer_offsets is loading.
 
 import (

@@ -65,6 +65,8 @@ func handleDescribeConfigs(b *Broker, r *netio.Request) netio.Reply {
 					sr.Configs = b.describeBrokerConfigs(rr.ConfigNames, opts)
 				}
 			}
+		case kmsg.ConfigResourceTypeGroupConfig:
+			sr.Configs, err = b.describeGroupConfigs(rr.ResourceName, rr.ConfigNames, opts) // groupconfigs.go
 		default:
 			err = fmt.Errorf("unsupported resource type %v: %w", rr.ResourceType, kerr.InvalidRequest)
 		}

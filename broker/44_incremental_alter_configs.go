@@ -110,6 +110,8 @@ func (b *Broker) alterConfigs(rtype kmsg.ConfigResourceType, name string, change
 			return err
 		}
 		return b.alterBrokerConfigsLocked(name, changes, replace, validateOnly) // brokerconfigs.go
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return b.alterGroupConfigsLocked(name, changes, replace, validateOnly) // groupconfigs.go
 	}
 	return fmt.Errorf("unsupported resource type %v: %w", rtype, kerr.InvalidRequest)
 }

@@ -61,7 +61,7 @@ func TestAdminFeatures(t *testing.T) {
 	props := map[string]string{"log.dirs": dir}
 	b, stop := startStoppableBroker(t, props)
 	fin, sup, epoch := admFinalized(t, b)
-	wantFin := map[string]int16{"metadata.version": 33, "kraft.version": 1, "transaction.version": 2, "group.version": 1}
+	wantFin := map[string]int16{"metadata.version": 33, "kraft.version": 1, "transaction.version": 2, "group.version": 1, "share.version": 1}
 	for k, v := range wantFin {
 		if fin[k] != v {
 			t.Errorf("finalized %s = %d, want %d (all: %v)", k, fin[k], v, fin)
@@ -71,7 +71,7 @@ func TestAdminFeatures(t *testing.T) {
 		t.Errorf("finalized %v, want %v", fin, wantFin)
 	}
 	wantSup := map[string][2]int16{"metadata.version": {33, 33}, "kraft.version": {0, 1}, "transaction.version": {0, 2},
-		"group.version": {0, 1}, "eligible.leader.replicas.version": {0, 0}, "share.version": {0, 0}, "streams.version": {0, 0}}
+		"group.version": {0, 1}, "eligible.leader.replicas.version": {0, 0}, "share.version": {0, 1}, "streams.version": {0, 0}}
 	for k, v := range wantSup {
 		if sup[k] != v {
 			t.Errorf("supported %s = %v, want %v", k, sup[k], v)
@@ -94,6 +94,7 @@ func TestAdminFeatures(t *testing.T) {
 		{"unknown feature", 2, "no.such.version", 1, upgradeTypeUpgrade, kerr.InvalidUpdateVersion},
 		{"unknown upgrade type", 1, "transaction.version", 1, 0, kerr.InvalidUpdateVersion},
 		{"kraft.version", 1, "kraft.version", 0, upgradeTypeSafeDowngrade, kerr.InvalidUpdateVersion},
+		{"share.version", 1, "share.version", 0, upgradeTypeSafeDowngrade, kerr.InvalidUpdateVersion},
 		{"validate only", 1, "transaction.version", 0, upgradeTypeSafeDowngrade, nil},
 		{"same level", 2, "metadata.version", 33, upgradeTypeUpgrade, nil},
 	} {

@@ -68,6 +68,9 @@ func (b *Broker) authorizeConfigResource(r *netio.Request, op acl.Operation, rt 
 	if rt == kmsg.ConfigResourceTypeTopic {
 		return b.authorize(r, op, acl.ResourceTopic, name)
 	}
+	if rt == kmsg.ConfigResourceTypeGroupConfig {
+		return b.authorize(r, op, acl.ResourceGroup, name)
+	}
 	return b.authorizeCluster(r, op)
 }
 

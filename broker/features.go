@@ -20,9 +20,13 @@ package broker
 //     It cannot be changed by UpdateFeatures (Kafka refuses it there too).
 //   - group.version 0-1, finalized at 1 as Kafka 4.4 does: level 1 serves KIP-848 consumer
 //     groups (ConsumerGroupHeartbeat answers UNSUPPORTED_VERSION at 0).
-//   - eligible.leader.replicas.version, share.version, streams.version: 0 only (weir has no
-//     eligible leader replicas, share groups or streams groups), where Kafka 4.4 finalizes 1, 2
-//     and 1. A level of 0 is not listed as finalized, as Kafka omits it.
+//   - share.version 0-1, finalized at 1: KIP-932 share groups (ShareGroupHeartbeat v1,
+//     ShareGroupDescribe, ShareFetch, ShareAcknowledge, the share group offsets admin APIs),
+//     Kafka 4.1's level. weir always serves share groups, so UpdateFeatures cannot change it
+//     (INVALID_UPDATE_VERSION), where Kafka lets level 0 turn them off.
+//   - eligible.leader.replicas.version, streams.version: 0 only (weir has no eligible leader
+//     replicas or streams groups), where Kafka 4.4 finalizes 1 and 1. A level of 0 is not
+//     listed as finalized, as Kafka omits it.
 
 import (
 	"strconv"
@@ -35,6 +39,7 @@ const (
 	featureKind = "feature"
 
 	metadataVersionFeature = "metadata.version"
+	shareVersionFeature    = "share.version"
 	kraftVersionFeature    = "kraft.version"
 	// groupVersionFeature level 1 enables KIP-848 consumer groups (ConsumerGroupHeartbeat).
 	groupVersionFeature = "group.version"
@@ -57,7 +62,7 @@ var weirFeatures = []featureDef{
 	{name: groupVersionFeature, max: 1},
 	{name: kraftVersionFeature, max: 1, fixed: true},
 	{name: metadataVersionFeature, min: metadataVersion44IV2, max: metadataVersion44IV2},
-	{name: "share.version"},
+	{name: shareVersionFeature, max: 1, fixed: true},
 	{name: "streams.version"},
 	{name: transactionVersionFeature, max: maxTransactionVersion},
 }
@@ -88,7 +93,7 @@ func (b *Broker) finalizedLevel(img *controller.Image, name string) int16 {
 		return metadataVersion44IV2
 	case kraftVersionFeature:
 		return 1
-	case groupVersionFeature:
+	case groupVersionFeature, shareVersionFeature:
 		return 1
 	case transactionVersionFeature:
 		return int16(keyTxnVersion.Get(b.cfg))

@@ -24,6 +24,7 @@ import (
 	"github.com/weir-mq/weir/coordinator/assignor"
 	"github.com/weir-mq/weir/engine"
 	"github.com/weir-mq/weir/record"
+	"github.com/weir-mq/weir/sharestate"
 )
 
 // offsetsTopic is Kafka's internal topic of committed offsets and group metadata.
@@ -39,6 +40,10 @@ type groupsState struct {
 	// topicsSig is a hash of the topics' names, ids and partition counts in the last image
 	// seen (groupsImageChanged): consumer groups are told only when it changes.
 	topicsSig atomic.Uint64
+	// sharePersister is the share-partition state persister (KIP-932), one per broker: the
+	// group coordinator initializes and deletes state through it, the share-partition leaders
+	// read and write it.
+	sharePersister sharestate.Persister
 }
 
 // consumerGroupSettings are the group.consumer.* keys, checked as Kafka's GroupCoordinatorConfig
@@ -126,6 +131,11 @@ func (b *Broker) openGroups() error {
 	if err != nil {
 		return err
 	}
+	b.groups.sharePersister = b.newSharePersister()
+	share, err := b.shareGroupConfig()
+	if err != nil {
+		return err
+	}
 	c, err := coordinator.New(coordinator.Config{
 		Topics:                    b.consumerGroupTopics,
 		ConsumerSessionTimeout:    cc.sessionTimeout,
@@ -141,6 +151,7 @@ func (b *Broker) openGroups() error {
 		RetentionCheckInterval:    keyOffsetsRetentionCheckInterval.Get(b.cfg),
 		OffsetMetadataMaxBytes:    int(keyOffsetMetadataMaxBytes.Get(b.cfg)),
 		ManualOwnership:           true,
+		Share:                  share,
 	})
 	if err != nil {
 		return err

@@ -14,4 +14,4 @@ func (b *Broker) newSharePersister() sharestate.Persister { return &sharePersist
 
 // groupConfigValue returns group's dynamic config key (IncrementalAlterConfigs on a GROUP
 // resource), ok false when it is not set for that group (the broker default applies).
-func (b *Broker) groupConfigValue(group, key string) (string, bool) { return "", false }
+func (b *Broker) groupConfigValue(group, key string) (string, bool) { return b.groupConfig(group, key) }

@@ -354,7 +354,7 @@ func (c *Controller) execute(ctx context.Context, req *request, principal string
 // image.
 func (c *Controller) PutRecords(ctx context.Context, kind string, puts map[string]string, deletes []string) error {
 	if !slices.Contains(allowedRecordKinds, kind) {
-		return kerrf(kerr.InvalidRequest, "record kind %q (acl, scram, sasl, deleted-topic, broker_config, feature)", kind)
+		return kerrf(kerr.InvalidRequest, "record kind %q (acl, scram, sasl, deleted-topic, broker_config, feature, group_config)", kind)
 	}
 	_, err := c.submit(ctx, &request{Op: reqPutRecords, Kind: kind, Puts: puts, Deletes: deletes})
 	return err

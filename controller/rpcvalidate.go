@@ -39,10 +39,12 @@ const (
 	// broker/features.go).
 	RecordKindBrokerConfig = "broker_config"
 	RecordKindFeature      = "feature"
+	// Group configs (KIP-848, KIP-932; broker/groupconfigs.go): key "<config>/<group id>".
+	RecordKindGroupConfig = "group_config"
 )
 
 var allowedRecordKinds = []string{RecordKindACL, RecordKindSCRAM, RecordKindSASLSecret, RecordKindDeletedTopic,
-	RecordKindClientQuota, RecordKindBrokerConfig, RecordKindFeature}
+	RecordKindClientQuota, RecordKindBrokerConfig, RecordKindFeature, RecordKindGroupConfig}
 
 // opFrameLimit is the largest frame each operation may arrive in.
 var opFrameLimit = map[string]int{
@@ -266,7 +268,7 @@ func validateRequest(req *request) error {
 			ok = ok || req.Kind == k
 		}
 		if !ok {
-			return bad("record kind %q is not one brokers write (acl, scram, sasl, deleted-topic, client-quota, broker_config, feature)", req.Kind)
+			return bad("record kind %q is not one brokers write (acl, scram, sasl, deleted-topic, client-quota, broker_config, feature, group_config)", req.Kind)
 		}
 		if len(req.Puts)+len(req.Deletes) > maxRecordChanges {
 			return bad("%d record changes, at most %d", len(req.Puts)+len(req.Deletes), maxRecordChanges)

@@ -54,6 +54,9 @@ type Config struct {
 	ConsumerHeartbeatInterval time.Duration
 	ConsumerMaxSize           int
 	ConsumerAssignors         []assignor.Assignor
+
+	// Share configures KIP-932 share groups (share.go).
+	Share ShareConfig
 }
 
 const (
@@ -648,6 +651,9 @@ func (c *Coordinator) List(states, types []string) ([]GroupListing, *kerr.Error)
 func (c *Coordinator) DeleteGroup(groupID string) func() *kerr.Error {
 	if err := validGroupID(groupID, true); err != nil {
 		return func() *kerr.Error { return err }
+	}
+	if f, ok := c.deleteShareGroup(groupID); ok {
+		return f
 	}
 	var res *kerr.Error
 	var mark durableMark

@@ -289,6 +289,9 @@ func (g *group) nextDeadline() time.Time {
 	if g.cg != nil {
 		next = earliest(next, g.cgNextDeadline())
 	}
+	if g.sg != nil {
+		next = earliest(next, g.shareNextDeadline())
+	}
 	return next
 }
 
@@ -298,6 +301,9 @@ func (g *group) onDeadlines(now time.Time) {
 	if g.cg != nil {
 		g.cgOnDeadlines(now)
 		return
+	}
+	if g.sg != nil {
+		g.shareOnDeadlines(now)
 	}
 	for id, d := range g.pending {
 		if !d.After(now) {

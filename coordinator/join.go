@@ -451,6 +451,9 @@ func (g *group) heartbeat(req *HeartbeatRequest) *kerr.Error {
 	if g.state == Dead {
 		return kerr.CoordinatorNotAvailable
 	}
+	if g.typ == TypeShare {
+		return kerr.UnknownMemberID
+	}
 	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
 		return err
 	}
@@ -474,6 +477,9 @@ func (g *group) heartbeat(req *HeartbeatRequest) *kerr.Error {
 func (g *group) leave(members []LeaveMember) LeaveResult {
 	if g.state == Dead {
 		return LeaveResult{Err: kerr.CoordinatorNotAvailable}
+	}
+	if g.typ == TypeShare {
+		return LeaveResult{Err: kerr.UnknownMemberID}
 	}
 	defer g.rearm()
 	res := LeaveResult{Members: make([]*kerr.Error, len(members))}

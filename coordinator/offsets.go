@@ -104,6 +104,9 @@ func (g *group) validateCommitVersion(generation int32, memberID string, instanc
 	if g.typ == TypeConsumer {
 		return g.cgValidateCommit(generation, memberID, transactional, version)
 	}
+	if g.typ == TypeShare { // a share group keeps no committed offsets
+		return kerr.GroupIDNotFound
+	}
 	if generation < 0 && g.state == Empty {
 		return nil // admin tools and standalone consumers: only while the group is empty
 	}
@@ -270,6 +273,9 @@ func (g *group) delete() (*kerr.Error, durableMark) {
 // deleteOffsets is OffsetDelete: a consumer group may lose the offsets of topics it does not
 // subscribe to; an empty group any.
 func (g *group) deleteOffsets(parts []TopicPartition) (*kerr.Error, []*kerr.Error, durableMark) {
+	if g.typ == TypeShare {
+		return kerr.GroupIDNotFound, nil, durableMark{}
+	}
 	switch g.state {
 	case Dead:
 		return kerr.GroupIDNotFound, nil, durableMark{}
@@ -309,7 +315,7 @@ func (g *group) deleteOffsets(parts []TopicPartition) (*kerr.Error, []*kerr.Erro
 // time; an expire timestamp from OffsetCommit v2-v4 wins. An empty group left with no offsets
 // (and no pending member) is deleted.
 func (g *group) expire(now time.Time) {
-	if g.state == Dead {
+	if g.state == Dead || g.typ == TypeShare { // share groups do not expire (Kafka's ShareGroup)
 		return
 	}
 	retention := g.c.cfg.OffsetsRetention.Milliseconds()
