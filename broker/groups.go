@@ -151,7 +151,7 @@ func (b *Broker) openGroups() error {
 		RetentionCheckInterval:    keyOffsetsRetentionCheckInterval.Get(b.cfg),
 		OffsetMetadataMaxBytes:    int(keyOffsetMetadataMaxBytes.Get(b.cfg)),
 		ManualOwnership:           true,
-		Share:                  share,
+		Share:                     share,
 	})
 	if err != nil {
 		return err

@@ -306,17 +306,6 @@ func TestShareInitializeDeleteAndReload(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestShareRecordEncodings(t *testing.T) {
 	rack := "r1"
 	mv := shareMemberValue{RackID: &rack, ClientID: "cid", ClientHost: "/1.2.3.4", Subscribed: []string{"a", "b"}}
