@@ -1,6 +1,9 @@
 // Package coordinator is weir's group coordinator: classic (pre-KIP-848) consumer groups, their
-// membership, generations and client-side assignments, and the committed offsets, stored durably
-// as records on the internal topic __consumer_offsets exactly as Kafka stores them.
+// membership, generations and client-side assignments; KIP-848 consumer groups (consumer*.go:
+// member epochs, server-side target assignment, reconciliation); KIP-932 share groups (share*.go:
+// membership, assignment, share-partition state initialization through sharestate.Persister);
+// and the committed offsets, all stored durably as records on the internal topic
+// __consumer_offsets exactly as Kafka stores them.
 //
 // # Placement
 //
@@ -57,7 +60,8 @@
 // with GroupMetadataValue v3 (protocol type, generation, protocol, leader, state time, members
 // with instance id, client id and host, timeouts, subscription and assignment). Values v0-v4
 // (including the flexible v4 newer Kafka writes) are read. A null value is a tombstone. Record
-// types weir does not own (KIP-848, share groups) are skipped at load; compressed batches (a
+// types of KIP-848 consumer groups (3-8, 16: consumer_records.go) and share groups (9-15:
+// share_records.go) are replayed by their own code; other types are skipped at load; compressed batches (a
 // log Kafka wrote) are read within record.DecompressLimit. Control batches are transaction
 // markers (key: version, type 0 ABORT / 1 COMMIT).
 // Each commit is one uncompressed batch (atomic); its reply waits for the fdatasync. A group

@@ -68,6 +68,8 @@ check_groups848_describe() {
   g848_topic $t 3 && g848_produce $t 1 30 || return 1
   # One member that reads all 30 and stays (it waits 45 s for a 31st record).
   g848_console c $g $t 31 45000; pc=$G848_PID
+  # The console consumer's JVM takes seconds to start: wait for its member, then for lag 0.
+  retry 60 g848_members $g 1 || { wait "$pc"; fail "the member never joined"; return 1; }
   retry 60 g848_describe $g '^total lag 0$' || { wait "$pc"; fail "lag never reached 0"; return 1; }
   kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --describe --group $g || { wait "$pc"; return 1; }
   # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID: a member
@@ -90,7 +92,7 @@ check_groups848_groups_list() {
     expect_count 5 '^value-[0-9]+$' || return 1
   weir_cli group reset-offsets $gk --topic $t --to-latest --execute --bootstrap "$BOOTSTRAP" >/dev/null || return 1
   kt GroupsCommand --bootstrap-server "$BOOTSTRAP" --list || return 1
-  expect_out "^$gc\s+Consumer\s+consumer\s*$" && expect_out "^$gk\s+Classic\s+consumer\s*$" || return 1
+  expect_out "^$gc\s+Consumer\s+consumer\s*$" && expect_out "^$gk\s+Classic\s*$" || return 1
   kt GroupsCommand --bootstrap-server "$BOOTSTRAP" --list --group-type consumer || return 1
   expect_out "^$gc( |\$)" && expect_no_out "^$gk( |\$)" || return 1
   weir_cli group list --type consumer --bootstrap "$BOOTSTRAP" && expect_out "^$gc\s+consumer\s" && expect_no_out "^$gk\s"
