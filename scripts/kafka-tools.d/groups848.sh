@@ -63,6 +63,13 @@ check_groups848_console_consumer_join_leave() {
   retry 30 g848_describe $g '^total lag 0$'
 }
 
+# g848_kafka_describe GROUP TOPIC: ConsumerGroupCommand --describe shows the member on each of the
+# topic's 3 partitions with lag 0.
+g848_kafka_describe() {
+  kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --describe --group "$1" &&
+    expect_count 3 "^$1\s+$2\s+[0-2]\s+[0-9]+\s+[0-9]+\s+0\s+[^- ]\S*\s+\S+\s+$1-c\s*$"
+}
+
 check_groups848_describe() {
   local t=groups848-desc g=groups848-desc-g pc
   g848_topic $t 3 && g848_produce $t 1 30 || return 1
@@ -71,10 +78,10 @@ check_groups848_describe() {
   # The console consumer's JVM takes seconds to start: wait for its member, then for lag 0.
   retry 60 g848_members $g 1 || { wait "$pc"; fail "the member never joined"; return 1; }
   retry 60 g848_describe $g '^total lag 0$' || { wait "$pc"; fail "lag never reached 0"; return 1; }
-  kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --describe --group $g || { wait "$pc"; return 1; }
   # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID: a member
-  # owns each partition.
-  expect_count 3 "^$g\s+$t\s+[0-2]\s+[0-9]+\s+[0-9]+\s+0\s+[^- ]\S*\s+\S+\s+$g-c\s*$" || { wait "$pc"; return 1; }
+  # owns each partition, and its offsets are committed (the console consumer auto-commits every
+  # 5 s, so the first describes may show no committed offset yet).
+  retry 30 g848_kafka_describe $g $t || { wait "$pc"; return 1; }
   kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --describe --group $g --members --verbose &&
     expect_out "^$g\s+\S+\s+\S+\s+$g-c\s+3\s+[0-9]+\s+.*$t" || { wait "$pc"; return 1; }
   kt consumer.group.ConsumerGroupCommand --bootstrap-server "$BOOTSTRAP" --describe --group $g --state &&
