@@ -411,7 +411,9 @@ func (e *shareEncoder) partition(p *sharePartResult) {
 		e.b = e.body.Bytes()
 	} else {
 		p.slice.Release()
-		e.b = append(e.b, 0) // records: null
+		// Records is not nullable in Kafka's schema (the Java client fails the whole
+		// response on a null): no records are an empty record set, compact length 0+1.
+		e.b = append(e.b, 1)
 	}
 	p.slice = segmentSlice{}
 	e.b = kbin.AppendCompactArrayLen(e.b, len(p.acquired))
