@@ -48,9 +48,11 @@ shares_console() {
 # and their start offsets add up to SUM.
 shares_start_sum() {
   kt consumer.group.ShareGroupCommand --bootstrap-server "$BOOTSTRAP" --describe --group "$1" >/dev/null || return 1
-  # GROUP TOPIC PARTITION LEADER-EPOCH START-OFFSET [LAG]
-  expect_count 2 "^$1\s+$2\s+[01]\s+\S+\s+[0-9]+" >/dev/null 2>&1 &&
-    [[ "$(awk -v g="$1" -v t="$2" '$1==g && $2==t {s+=$5} END {print s+0}' "$KT_LAST")" == "$3" ]]
+  # GROUP TOPIC PARTITION [LEADER-EPOCH] START-OFFSET [LAG]: the START-OFFSET column by its header
+  # (Kafka 4.4 prints LEADER-EPOCH only with --verbose).
+  expect_count 2 "^$1\s+$2\s+[01]\s+" >/dev/null 2>&1 &&
+    [[ "$(awk -v g="$1" -v t="$2" '$3=="PARTITION" {for (i=1;i<=NF;i++) if ($i=="START-OFFSET") c=i}
+      c && $1==g && $2==t {s+=$c} END {print s+0}' "$KT_LAST")" == "$3" ]]
 }
 
 check_shares_console_share_consumer() {
