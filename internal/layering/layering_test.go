@@ -19,12 +19,16 @@ const module = "github.com/weir-mq/weir/"
 var layers = map[string]int{
 	// 0: leaves with no weir imports.
 	"record": 0, "vfs": 0, "acl": 0, "metrics": 0, "internal/peerauth": 0, "internal/kafkahash": 0, "netio/testcert": 0,
+	"coordinator/assignor": 0, "sharestate": 0, "internal/testcluster": 0,
 	// 1-3: storage.
 	"index":   1,
 	"segment": 2,
 	"engine":  3,
 	// 3: the network transport and the group and transaction coordinators, beside the engine.
 	"netio": 3, "coordinator": 3, "txncoord": 3,
+	// 3: the share-group partition state machine and the share coordinator, beside the group
+	// coordinator (both build on sharestate, the __share_group_state record schema).
+	"sharepart": 3, "sharecoord": 3,
 	// 4: clustering, two peers that do not import each other: the control plane and the data
 	// plane.
 	"controller": 4, "replication": 4,
@@ -32,6 +36,9 @@ var layers = map[string]int{
 	"broker": 5, "benchmarks": 5,
 	// 6: commands.
 	"cmd/weir": 6, "benchmarks/cmd/clusterbench": 6, "scripts/redteam": 6, "scripts/manyparts": 6,
+	"scripts/fetchsessions": 6,
+	// 6: test harnesses that start brokers in-process or as child processes.
+	"internal/testcluster/inproc": 6, "internal/testcluster/tbcluster": 6,
 	// 6: client suites whose tests start brokers (no code of their own).
 	"clients/rdkafka": 6,
 }
