@@ -39,14 +39,15 @@ func jbodDirs(n *testcluster.Node, per int) []string {
 	return out
 }
 
-func startJBODCluster(t *testing.T, n, per, basePort int, extra map[string]string) *testCluster {
+// startJBODCluster starts n brokers with per log dirs each, on free ports (fixed ports among the
+// ephemeral range could be held by a client connection at start).
+func startJBODCluster(t *testing.T, n, per int, extra map[string]string) *testCluster {
 	t.Helper()
 	props := map[string]string{"group.initial.rebalance.delay.ms": "0"}
 	for k, v := range extra {
 		props[k] = v
 	}
 	tc := tbcluster.Start(t, testcluster.Config{N: n, Props: props,
-		BasePort: basePort, ControllerBasePort: basePort + 10, MetricsBasePort: basePort + 20,
 		NodeProps: func(node *testcluster.Node) map[string]string {
 			return map[string]string{"log.dirs": joinComma(jbodDirs(node, per))}
 		}})
@@ -219,7 +220,7 @@ func checkNothingLost(t *testing.T, c *testCluster, adm *kadm.Client, topic stri
 // moves a leader's and a follower's replica to another dir under an acks=all producer, nothing
 // acknowledged is lost, and every replica holds the same bytes afterwards.
 func TestJBODSpreadDescribeMove(t *testing.T) {
-	c := startJBODCluster(t, 3, 3, 40600, map[string]string{"min.insync.replicas": "2"})
+	c := startJBODCluster(t, 3, 3, map[string]string{"min.insync.replicas": "2"})
 	cl := c.client()
 	adm := kadm.NewClient(cl)
 	node1 := c.nodes[c.index(1)].node
@@ -407,7 +408,7 @@ func TestJBODSpreadDescribeMove(t *testing.T) {
 // producer loses nothing. Restarted with the dir still failing the broker starts with the dir
 // offline; restarted with it fixed, its replicas there come back into the ISRs.
 func TestJBODFailedDir(t *testing.T) {
-	c := startJBODCluster(t, 3, 2, 40660, map[string]string{
+	c := startJBODCluster(t, 3, 2, map[string]string{
 		"min.insync.replicas":                     "2",
 		"replica.lag.time.max.ms":                 "3000",
 		"log.flush.offset.checkpoint.interval.ms": "300",
