@@ -48,12 +48,15 @@ type Config struct {
 	// ConsumerHeartbeatInterval are group.consumer.session.timeout.ms and
 	// group.consumer.heartbeat.interval.ms (0: 45s and 5s); ConsumerMaxSize is
 	// group.consumer.max.size (0: unlimited); ConsumerAssignors are group.consumer.assignors,
-	// the first the default (nil: uniform, range).
-	Topics                    func() map[string]TopicMeta
-	ConsumerSessionTimeout    time.Duration
-	ConsumerHeartbeatInterval time.Duration
-	ConsumerMaxSize           int
-	ConsumerAssignors         []assignor.Assignor
+	// the first the default (nil: uniform, range). ConsumerRegexRefreshInterval is
+	// group.consumer.regex.refresh.interval.ms (0: 10 minutes): a group whose regexes were last
+	// resolved longer ago resolves them again at the next heartbeat.
+	Topics                       func() map[string]TopicMeta
+	ConsumerSessionTimeout       time.Duration
+	ConsumerHeartbeatInterval    time.Duration
+	ConsumerMaxSize              int
+	ConsumerAssignors            []assignor.Assignor
+	ConsumerRegexRefreshInterval time.Duration
 
 	// Share configures KIP-932 share groups (share.go).
 	Share ShareConfig
@@ -151,6 +154,9 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.ConsumerHeartbeatInterval <= 0 {
 		cfg.ConsumerHeartbeatInterval = 5 * time.Second
+	}
+	if cfg.ConsumerRegexRefreshInterval <= 0 {
+		cfg.ConsumerRegexRefreshInterval = 10 * time.Minute
 	}
 	if len(cfg.ConsumerAssignors) == 0 {
 		cfg.ConsumerAssignors = []assignor.Assignor{assignor.Uniform(), assignor.Range()}
