@@ -31,8 +31,8 @@ func (s *topicSet) has(m map[string]bool, topic string) bool {
 // TestConsumerGroupRegexACL: a KIP-848 consumer whose principal may DESCRIBE only some of the
 // topics its regex matches is assigned only those; an ACL added later brings its topic in at the
 // group's next regex refresh (group.consumer.regex.refresh.interval.ms, here Kafka's minimum,
-// 10s). A subscription by name to a topic the principal may not DESCRIBE is refused with
-// TOPIC_AUTHORIZATION_FAILED.
+// 10s). A subscription by name (of a consumer or a share group member) to a topic the principal
+// may not DESCRIBE is refused with TOPIC_AUTHORIZATION_FAILED.
 func TestConsumerGroupRegexACL(t *testing.T) {
 	b := inproc.Start(t, props(map[string]string{
 		"listeners":         "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
@@ -103,6 +103,17 @@ func TestConsumerGroupRegexACL(t *testing.T) {
 		}
 		if e := kerr.ErrorForCode(resp.ErrorCode); e != kerr.TopicAuthorizationFailed {
 			t.Fatalf("subscription by name to rx-closed: %v, want TOPIC_AUTHORIZATION_FAILED", e)
+		}
+		// A share group member likewise.
+		sreq := kmsg.NewPtrShareGroupHeartbeatRequest()
+		sreq.GroupID, sreq.MemberID, sreq.MemberEpoch = "rx-app", "share-member-0000000000", 0
+		sreq.SubscribedTopicNames = []string{"rx-open", "rx-closed"}
+		sresp, err := sreq.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := kerr.ErrorForCode(sresp.ErrorCode); e != kerr.TopicAuthorizationFailed {
+			t.Fatalf("share subscription to rx-closed: %v, want TOPIC_AUTHORIZATION_FAILED", e)
 		}
 		cl.Close()
 	}

@@ -178,6 +178,7 @@ func TestShareGroupErrors(t *testing.T) {
 		want   *kerr.Error
 	}{
 		{"no member id", "", 0, []string{"sg-e"}, kerr.InvalidRequest},
+		{"member id over 36 characters", "0123456789012345678901234567890123456", 0, []string{"sg-e"}, kerr.InvalidRequest},
 		{"join without topics", "m", 0, nil, kerr.InvalidRequest},
 		{"unknown group", "m", 5, nil, kerr.GroupIDNotFound},
 		{"bad epoch", "m", -7, nil, kerr.InvalidRequest},
