@@ -431,8 +431,8 @@ func TestGroupAdmin(t *testing.T) {
 	if d := desc["live"]; d.State != "Stable" || d.Protocol == "" || len(d.Members) != 1 || d.Members[0].ClientHost != "/127.0.0.1" || d.Members[0].ClientID != "live-1" {
 		t.Fatalf("describe: %+v", d)
 	}
-	if d := desc["nobody"]; d.State != "Dead" || d.Err != nil {
-		t.Fatalf("describe unknown: %+v", d)
+	if d := desc["nobody"]; d.State != "Dead" || d.Err != kerr.GroupIDNotFound || d.ErrMessage != "Group nobody not found." {
+		t.Fatalf("describe unknown (v6): %+v", d)
 	}
 	dg, err := adm.DeleteGroups(ctx, "live", "nobody", "my-group")
 	if err != nil {

@@ -601,19 +601,24 @@ func unknownOffsets(topics []FetchTopic) []FetchedOffset {
 	return out
 }
 
-// Describe handles one group of a DescribeGroups. An unknown group is described as Dead.
+// Describe handles one group of a DescribeGroups: a classic group's description; a group that
+// does not exist, is dead or is of another type (consumer, share) is Dead with NotFound set.
 func (c *Coordinator) Describe(groupID string) GroupDescription {
-	d := GroupDescription{Group: groupID, State: Dead.String()}
+	d := GroupDescription{Group: groupID, State: Dead.String(), NotFound: "Group " + groupID + " not found."}
 	if err := validGroupID(groupID, true); err != nil {
-		d.Err = err
+		d.Err, d.NotFound = err, ""
 		return d
 	}
 	if err := c.withGroup(groupID, false, func(g *group) {
-		if g != nil && g.typ == TypeClassic {
+		switch {
+		case g == nil || g.state == Dead:
+		case g.typ != TypeClassic:
+			d.NotFound = "Group " + groupID + " is not a classic group."
+		default:
 			d = g.describe()
 		}
 	}); err != nil {
-		d.Err = err
+		d.Err, d.NotFound = err, ""
 	}
 	return d
 }

@@ -126,7 +126,7 @@ func TestShareGroupMembership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := dg["sg"]; g.State != "Dead" {
+	if g := dg["sg"]; g.State != "Dead" || g.Err != kerr.GroupIDNotFound || g.ErrMessage != "Group sg is not a classic group." {
 		t.Fatalf("DescribeGroups of a share group: %+v", g)
 	}
 	// A classic join of the share group's id is refused.
