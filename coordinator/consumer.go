@@ -222,13 +222,13 @@ type consumerGroup struct {
 	regexStale bool
 }
 
-// lastRegexRefresh is when the group's regexes were last resolved (the oldest resolution's
-// timestamp; every refresh rewrites them all), or zero without regexes.
-func (cg *consumerGroup) lastRegexRefresh() time.Time {
+// lastRegexRefresh is when the regexes in used were last resolved (the oldest resolution's
+// timestamp; every refresh rewrites them all), or zero when none is resolved.
+func (cg *consumerGroup) lastRegexRefresh(used map[string]bool) time.Time {
 	var ms int64
 	first := true
-	for _, r := range cg.regexes {
-		if first || r.timestamp < ms {
+	for re := range used {
+		if r := cg.regexes[re]; r != nil && (first || r.timestamp < ms) {
 			ms, first = r.timestamp, false
 		}
 	}
@@ -856,7 +856,7 @@ func (g *group) cgResolveRegexes(members []*cgMember, canDescribe func(string) b
 			due = true
 		}
 	}
-	if last := cg.lastRegexRefresh(); !last.IsZero() && now.Sub(last) > g.c.cfg.ConsumerRegexRefreshInterval {
+	if last := cg.lastRegexRefresh(used); !last.IsZero() && now.Sub(last) > g.c.cfg.ConsumerRegexRefreshInterval {
 		due = true
 	}
 	if !due {
