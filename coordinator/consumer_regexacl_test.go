@@ -189,3 +189,25 @@ func TestConsumerGroupRegexRefreshAfterRestart(t *testing.T) {
 		t.Fatalf("A owns %v after the refresh", got)
 	}
 }
+
+// Describe (DescribeGroups) of a missing, a deleted and a live classic group.
+func TestDescribeNotFound(t *testing.T) {
+	h := newHarness(t, Config{})
+	if d := h.c.Describe("nope"); d.State != "Dead" || d.Err != nil || d.NotFound != "Group nope not found." {
+		t.Fatalf("missing group: %+v", d)
+	}
+	if d := h.c.Describe(""); d.Err != nil || d.NotFound != "Group  not found." {
+		t.Fatalf("empty group id: %+v", d)
+	}
+	res := h.c.Commit(CommitRequest{Group: "cg", Generation: -1, Partitions: []CommitPartition{{TopicPartition: TopicPartition{"a", 0}, Offset: 1}}})()
+	wantErr(t, "commit", res.Errors[0], nil)
+	if d := h.c.Describe("cg"); d.State != "Empty" || d.NotFound != "" {
+		t.Fatalf("classic group: %+v", d)
+	}
+	if err := h.c.DeleteGroup("cg")(); err != nil {
+		t.Fatal(err)
+	}
+	if d := h.c.Describe("cg"); d.State != "Dead" || d.NotFound != "Group cg not found." {
+		t.Fatalf("deleted group: %+v", d)
+	}
+}

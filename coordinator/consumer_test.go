@@ -218,7 +218,7 @@ func TestConsumerGroupErrors(t *testing.T) {
 	}
 	jr := h.join(joinReq("g", ""))
 	wantErr(t, "classic join", jr.Err, kerr.InconsistentGroupProtocol)
-	if d := h.c.Describe("g"); d.State != "Dead" {
+	if d := h.c.Describe("g"); d.State != "Dead" || d.NotFound != "Group g is not a classic group." {
 		t.Fatalf("DescribeGroups of a consumer group: %+v", d)
 	}
 	wantErr(t, "delete non-empty", h.c.DeleteGroup("g")(), kerr.NonEmptyGroup)
