@@ -118,6 +118,7 @@ func TestConsumerGroupRegexACL(t *testing.T) {
 		cl.Close()
 	}
 
+	alice := asAlice()
 	seen := &topicSet{assigned: map[string]bool{}, read: map[string]bool{}}
 	consumer := asAlice(
 		kgo.ConsumerGroup("rx-app"), kgo.ConsumeRegex(), kgo.ConsumeTopics("^rx-.*"),
@@ -177,5 +178,70 @@ func TestConsumerGroupRegexACL(t *testing.T) {
 	t.Logf("rx-later read %.1fs after its ACL was added", time.Since(added).Seconds())
 	if seen.has(seen.assigned, "rx-closed") || seen.has(seen.read, "rx-closed") {
 		t.Fatal("alice was given rx-closed")
+	}
+
+	// ConsumerGroupDescribe checks the assigned topics: alice may describe her group; bob, who
+	// may describe the group and rx-open but not rx-later, may not.
+	res, err = adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "bob-secret"}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("create user bob: %v", err)
+	}
+	addACL(kadm.NewACLs().Allow("User:bob").Groups("rx-app", "sh-closed", "sh-none").Operations(kadm.OpDescribe))
+	addACL(kadm.NewACLs().Allow("User:bob").Topics("rx-open").Operations(kadm.OpDescribe))
+	bob, err := kgo.NewClient(kgo.SeedBrokers(saslAddr), kgo.SASL(scram.Auth{User: "bob", Pass: "bob-secret"}.AsSha256Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bob.Close()
+	cgDescribe := func(cl *kgo.Client, group string) kmsg.ConsumerGroupDescribeResponseGroup {
+		t.Helper()
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{group}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || len(resp.Groups) != 1 {
+			t.Fatalf("ConsumerGroupDescribe: %v %v", err, resp)
+		}
+		return resp.Groups[0]
+	}
+	if g := cgDescribe(alice, "rx-app"); g.ErrorCode != 0 || len(g.Members) != 1 || g.Members[0].SubscribedTopicRegex == nil {
+		t.Fatalf("alice describing rx-app: %v %+v", kerr.ErrorForCode(g.ErrorCode), g)
+	}
+	if g := cgDescribe(bob, "rx-app"); g.ErrorCode != kerr.TopicAuthorizationFailed.Code || len(g.Members) != 0 {
+		t.Fatalf("bob describing rx-app: %v, want TOPIC_AUTHORIZATION_FAILED", kerr.ErrorForCode(g.ErrorCode))
+	}
+
+	// ShareGroupDescribe likewise: a share group assigned rx-closed is hidden from bob; one
+	// that only subscribes to a topic bob may not describe (it does not exist: nothing is
+	// assigned) is described.
+	sgJoin := func(group, topic string) {
+		t.Helper()
+		req := kmsg.NewPtrShareGroupHeartbeatRequest()
+		req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = group, "share-admin-member-000", 0, []string{topic}
+		resp, err := req.RequestWith(ctx, acl)
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("share join of %s: %v %v", group, err, kerr.ErrorForCode(resp.ErrorCode))
+		}
+	}
+	sgJoin("sh-closed", "rx-closed")
+	sgJoin("sh-none", "rx-none")
+	sgDescribe := func(group string) kmsg.ShareGroupDescribeResponseGroup {
+		t.Helper()
+		req := kmsg.NewPtrShareGroupDescribeRequest()
+		req.GroupIDs = []string{group}
+		resp, err := req.RequestWith(ctx, bob)
+		if err != nil || len(resp.Groups) != 1 {
+			t.Fatalf("ShareGroupDescribe: %v %v", err, resp)
+		}
+		return resp.Groups[0]
+	}
+	waitUntil(t, 10*time.Second, "sh-closed assigned rx-closed", func() bool {
+		sgJoin("sh-closed", "rx-closed") // a rejoin at epoch 0 answers the current assignment
+		return sgDescribe("sh-closed").ErrorCode == kerr.TopicAuthorizationFailed.Code
+	})
+	if g := sgDescribe("sh-none"); g.ErrorCode != 0 || len(g.Members) != 1 {
+		t.Fatalf("bob describing sh-none: %v %+v", kerr.ErrorForCode(g.ErrorCode), g)
 	}
 }
