@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	register(apiDef{key: 42, min: 0, max: 2, handle: handleDeleteGroups})
+	register(apiDef{key: 42, min: 0, max: 3, handle: handleDeleteGroups})
 }
 
 func handleDeleteGroups(b *Broker, r *netio.Request) netio.Reply {

@@ -5,7 +5,9 @@ package broker
 // own (and adds SubscribedTopicRegex, resolved on the broker with RE2/J's full-match
 // semantics). Authorized as Kafka's KafkaApis does: READ on the group (else
 // GROUP_AUTHORIZATION_FAILED), DESCRIBE on every subscribed topic name (else
-// TOPIC_AUTHORIZATION_FAILED naming them). With group.version finalized below 1 the API answers
+// TOPIC_AUTHORIZATION_FAILED naming them). A regex resolves only to topics the principal of the
+// heartbeat that triggered its resolution may DESCRIBE (Kafka 4.x, KAFKA-18813; the group
+// coordinator's cgResolveRegexes says when a resolution is triggered). With group.version finalized below 1 the API answers
 // UNSUPPORTED_VERSION, as Kafka does when the consumer rebalance protocol is off. The reply
 // waits until the records the heartbeat wrote are durable.
 
@@ -64,6 +66,10 @@ func handleConsumerGroupHeartbeat(b *Broker, r *netio.Request) netio.Reply {
 	}
 	if r.Version >= 1 {
 		hr.SubscribedTopicRegex = req.SubscribedTopicRegex
+	}
+	if denied := b.topicDenied(r, acl.OpDescribe); denied != nil {
+		// A regex refresh this heartbeat triggers keeps the topics this principal may DESCRIBE.
+		hr.CanDescribe = func(topic string) bool { return !denied(topic) }
 	}
 	if req.Topics != nil {
 		hr.OwnedTopics = make([]coordinator.ConsumerTopicPartitions, 0, len(req.Topics))

@@ -4,8 +4,9 @@ package broker
 // and per member its epoch, subscription, current and target assignment (v1: the member type, 1
 // for the consumer protocol). A group that does not exist or is not a consumer group answers
 // GROUP_ID_NOT_FOUND. Authorized as Kafka's KafkaApis does: DESCRIBE on the group (else
-// GROUP_AUTHORIZATION_FAILED), and a group whose members subscribe to or are assigned topics
-// the principal may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED. v0+ may ask for the
+// GROUP_AUTHORIZATION_FAILED), and a group whose members' current or target assignments hold
+// topics the principal may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED (Kafka 4.x,
+// KAFKA-18813: the assigned topics are checked, not the subscribed names). v0+ may ask for the
 // principal's authorized operations on each group.
 
 import (
@@ -72,11 +73,6 @@ func handleConsumerGroupDescribe(b *Broker, r *netio.Request) netio.Reply {
 			gm.TargetAssignment = assignment(m.TargetAssignment)
 			if r.Version >= 1 {
 				gm.MemberType = m.MemberType
-			}
-			for _, t := range m.SubscribedTopicNames {
-				if denied != nil && denied(t) {
-					topicDenied = true
-				}
 			}
 			g.Members = append(g.Members, gm)
 		}

@@ -4,10 +4,12 @@ package broker
 // no longer serves). A KIP-932 share group member joins (epoch 0, with its client-generated
 // member id and its subscribed topics), heartbeats, and leaves (epoch -1); the answer carries
 // its member epoch, the heartbeat interval and, when it changed, its assignment (topic ids and
-// partitions). ACLs as Kafka's KafkaApis: READ on the group (GROUP_AUTHORIZATION_FAILED), then
-// DESCRIBE on every subscribed topic (TOPIC_AUTHORIZATION_FAILED).
+// partitions). As Kafka's KafkaApis: READ on the group (GROUP_AUTHORIZATION_FAILED), a member id
+// of 1 to 36 characters (INVALID_REQUEST), then DESCRIBE on every subscribed topic
+// (TOPIC_AUTHORIZATION_FAILED).
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/acl"
@@ -25,6 +27,12 @@ func handleShareGroupHeartbeat(b *Broker, r *netio.Request) netio.Reply {
 	resp.SetVersion(r.Version)
 	if e := b.authorize(r, acl.OpRead, acl.ResourceGroup, req.GroupID); e != nil { // ACL: READ on the group
 		resp.ErrorCode = e.Code
+		return netio.Reply{Response: resp}
+	}
+	if n := javaLength(req.MemberID); n == 0 || n > 36 { // KafkaApis.isMemberIdValid
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		msg := "Invalid member id in the request."
+		resp.ErrorMessage = &msg
 		return netio.Reply{Response: resp}
 	}
 	if denied := b.topicDenied(r, acl.OpDescribe); denied != nil { // ACL: DESCRIBE on each subscribed topic
@@ -79,4 +87,17 @@ func sortedTopicIDKeys(m map[[16]byte][]int32) [][16]byte {
 		}
 	}
 	return ids
+}
+
+// javaLength is the length of s as Java's String.length counts it (UTF-16 code units; an
+// invalid UTF-8 byte decodes to one replacement character).
+func javaLength(s string) int {
+	n := 0
+	for _, r := range s {
+		n++
+		if r >= 0x10000 {
+			n++
+		}
+	}
+	return n
 }

@@ -4,9 +4,9 @@ package broker
 // assignment epoch, assignor ("simple") and the members with their member epoch, rack, client
 // id and host, subscribed topics and assignment (topic ids and names). A group that does not
 // exist, or is not a share group, answers GROUP_ID_NOT_FOUND. ACLs as Kafka's KafkaApis:
-// DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED); v1 answers TOPIC_AUTHORIZATION_FAILED
-// for a group whose members subscribe to or are assigned a topic the principal may not
-// DESCRIBE. Authorized operations on request.
+// DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED); TOPIC_AUTHORIZATION_FAILED for a group
+// whose members are assigned a topic the principal may not DESCRIBE (Kafka 4.4 checks the
+// assigned topics, at every version). Authorized operations on request.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -57,25 +57,20 @@ func handleShareGroupDescribe(b *Broker, r *netio.Request) netio.Reply {
 				if gm.SubscribedTopicNames == nil {
 					gm.SubscribedTopicNames = []string{}
 				}
-				for _, t := range m.Subscribed {
-					if denied != nil && denied(t) {
-						topicDenied = true
-					}
-				}
 				for _, tid := range sortedTopicIDKeys(m.Assignment) {
 					tp := kmsg.NewShareGroupDescribeResponseGroupMemberAssignmentTopicPartition()
 					tp.TopicID, tp.Partitions = tid, m.Assignment[tid]
 					if t, ok := b.topics.getByID(tid); ok {
 						tp.Topic = t.Name
-					}
-					if denied != nil && denied(tp.Topic) {
-						topicDenied = true
+						if denied != nil && denied(t.Name) {
+							topicDenied = true
+						}
 					}
 					gm.Assignment.TopicPartitions = append(gm.Assignment.TopicPartitions, tp)
 				}
 				g.Members = append(g.Members, gm)
 			}
-			if topicDenied && r.Version >= 1 {
+			if topicDenied {
 				g = kmsg.NewShareGroupDescribeResponseGroup()
 				g.GroupID = id
 				g.ErrorCode = denialError(acl.ResourceTopic).Code

@@ -52,6 +52,7 @@ type consumerGroupSettings struct {
 	sessionTimeout, heartbeatInterval time.Duration
 	maxSize                           int
 	assignors                         []assignor.Assignor
+	regexRefresh                      time.Duration
 }
 
 func (b *Broker) consumerGroupConfig() (consumerGroupSettings, error) {
@@ -76,6 +77,7 @@ func (b *Broker) consumerGroupConfig() (consumerGroupSettings, error) {
 	}
 	cs.sessionTimeout, cs.heartbeatInterval = st, hb
 	cs.maxSize = int(keyGroupConsumerMaxSize.Get(b.cfg))
+	cs.regexRefresh = keyGroupConsumerRegexRefresh.Get(b.cfg)
 	seen := map[string]bool{}
 	for _, name := range keyGroupConsumerAssignors.Get(b.cfg) {
 		var a assignor.Assignor
@@ -137,21 +139,22 @@ func (b *Broker) openGroups() error {
 		return err
 	}
 	c, err := coordinator.New(coordinator.Config{
-		Topics:                    b.consumerGroupTopics,
-		ConsumerSessionTimeout:    cc.sessionTimeout,
-		ConsumerHeartbeatInterval: cc.heartbeatInterval,
-		ConsumerMaxSize:           cc.maxSize,
-		ConsumerAssignors:         cc.assignors,
-		Store:                     &offsetsStore{b: b},
-		InitialRebalanceDelay:     keyGroupInitialRebalanceDelay.Get(b.cfg),
-		MinSessionTimeout:         keyGroupMinSessionTimeout.Get(b.cfg),
-		MaxSessionTimeout:         keyGroupMaxSessionTimeout.Get(b.cfg),
-		MaxGroupSize:              int(keyGroupMaxSize.Get(b.cfg)),
-		OffsetsRetention:          keyOffsetsRetention.Get(b.cfg),
-		RetentionCheckInterval:    keyOffsetsRetentionCheckInterval.Get(b.cfg),
-		OffsetMetadataMaxBytes:    int(keyOffsetMetadataMaxBytes.Get(b.cfg)),
-		ManualOwnership:           true,
-		Share:                     share,
+		Topics:                       b.consumerGroupTopics,
+		ConsumerSessionTimeout:       cc.sessionTimeout,
+		ConsumerHeartbeatInterval:    cc.heartbeatInterval,
+		ConsumerMaxSize:              cc.maxSize,
+		ConsumerAssignors:            cc.assignors,
+		ConsumerRegexRefreshInterval: cc.regexRefresh,
+		Store:                        &offsetsStore{b: b},
+		InitialRebalanceDelay:        keyGroupInitialRebalanceDelay.Get(b.cfg),
+		MinSessionTimeout:            keyGroupMinSessionTimeout.Get(b.cfg),
+		MaxSessionTimeout:            keyGroupMaxSessionTimeout.Get(b.cfg),
+		MaxGroupSize:                 int(keyGroupMaxSize.Get(b.cfg)),
+		OffsetsRetention:             keyOffsetsRetention.Get(b.cfg),
+		RetentionCheckInterval:       keyOffsetsRetentionCheckInterval.Get(b.cfg),
+		OffsetMetadataMaxBytes:       int(keyOffsetMetadataMaxBytes.Get(b.cfg)),
+		ManualOwnership:              true,
+		Share:                        share,
 	})
 	if err != nil {
 		return err

@@ -108,6 +108,11 @@ type ConsumerHeartbeatRequest struct {
 	ClientHost  string
 	// Version is the request's version (v0: the coordinator generates the member id).
 	Version int16
+	// CanDescribe reports whether the request's principal may DESCRIBE a topic (nil: every
+	// topic, the authorizer is off). A regex refresh this heartbeat triggers resolves every
+	// regex of the group to the topics it allows (Kafka's TopicRegexResolver filters by the
+	// context of the member that triggered the refresh).
+	CanDescribe func(topic string) bool
 }
 
 // ConsumerHeartbeatResult is a ConsumerGroupHeartbeat response.
@@ -212,6 +217,25 @@ type consumerGroup struct {
 	metaDirty bool
 	// metaSeen is the coordinator's metaVersion the group last looked at.
 	metaSeen uint64
+	// regexStale asks the next heartbeat to resolve the regexes again (the topics changed since
+	// they were last resolved).
+	regexStale bool
+}
+
+// lastRegexRefresh is when the regexes in used were last resolved (the oldest resolution's
+// timestamp; every refresh rewrites them all), or zero when none is resolved.
+func (cg *consumerGroup) lastRegexRefresh(used map[string]bool) time.Time {
+	var ms int64
+	first := true
+	for re := range used {
+		if r := cg.regexes[re]; r != nil && (first || r.timestamp < ms) {
+			ms, first = r.timestamp, false
+		}
+	}
+	if first {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 func newConsumerGroup() *consumerGroup {
@@ -410,7 +434,7 @@ func (g *group) cgHeartbeat(req *ConsumerHeartbeatRequest) (res ConsumerHeartbea
 	}
 	cg := g.cg
 	if v := g.c.metaVersion.Load(); v != cg.metaSeen {
-		cg.metaSeen, cg.metaDirty = v, true
+		cg.metaSeen, cg.metaDirty, cg.regexStale = v, true, true
 	}
 	// group.consumer.max.size counts members; a static member replacing its own instance
 	// takes no new place.
@@ -529,10 +553,13 @@ func (g *group) cgHeartbeat(req *ConsumerHeartbeatRequest) (res ConsumerHeartbea
 	// resolutions apply at once (they are derived from the topics) and are put back if the
 	// records cannot be written.
 	members := g.cgMembersWith(m, replaced)
-	regexRecs, regexChanged := g.cgResolveRegexes(members, bump || cg.metaDirty)
+	regexRecs, regexChanged, regexRefreshed := g.cgResolveRegexes(members, req.CanDescribe, true)
 	recs = append(recs, regexRecs...)
-	savedRegexes := maps.Clone(cg.regexes)
+	savedRegexes, savedStale := maps.Clone(cg.regexes), cg.regexStale
 	g.cgApplyRegexRecords(regexRecs)
+	if regexRefreshed {
+		cg.regexStale = false
+	}
 	epoch, hash := cg.epoch, cg.metaHash
 	if bump || cg.metaDirty || regexChanged {
 		if h := topicsHash(g.cgSubscribedTopics(members)); h != hash {
@@ -551,7 +578,7 @@ func (g *group) cgHeartbeat(req *ConsumerHeartbeatRequest) (res ConsumerHeartbea
 		var e *cgErr
 		newTargets, e = g.cgComputeTarget(members, g.cgSubscribedTopics(members))
 		if e != nil {
-			cg.regexes = savedRegexes
+			cg.regexes, cg.regexStale = savedRegexes, savedStale
 			return fail(e)
 		}
 		for _, mm := range members {
@@ -606,7 +633,7 @@ func (g *group) cgHeartbeat(req *ConsumerHeartbeatRequest) (res ConsumerHeartbea
 		mark, err = g.appendRecords(recs)
 		if err != nil {
 			g.c.log.Warn("consumer group heartbeat: writing records failed", "group", g.id, "err", err)
-			cg.regexes = savedRegexes
+			cg.regexes, cg.regexStale = savedRegexes, savedStale
 			return fail(cgFail(appendError(err), ""))
 		}
 	} else {
@@ -794,10 +821,18 @@ func (g *group) cgMembersWith(m, replaced *cgMember) []*cgMember {
 	return out
 }
 
-// cgResolveRegexes resolves every regex members subscribe to against the topics (all of them
-// again when refresh is set, else only new ones) and returns the records of the regexes whose
-// topics changed (tombstones for those no member uses any more).
-func (g *group) cgResolveRegexes(members []*cgMember, refresh bool) ([]kv, bool) {
+// cgResolveRegexes returns the records of the group's regexes given its members: tombstones
+// for the regexes no member uses any more and, when resolve is set and a refresh is due, the
+// resolution of every regex members use. A refresh is due, as in Kafka's
+// GroupMetadataManager.maybeUpdateRegularExpressions, when a regex has no resolution yet (a
+// member subscribed to a regex new to the group), when the topics changed since the last
+// resolution, or when it is older than group.consumer.regex.refresh.interval.ms. A refresh
+// resolves them all in the context of the member whose heartbeat triggered it: canDescribe (nil:
+// every topic) keeps only the topics that member's principal may DESCRIBE, and the group's
+// other members, whatever their principals, share that resolution until the next refresh. Every
+// refresh rewrites each regex's record (its timestamp is the refresh time); changed reports
+// whether any regex's topics changed, refreshed whether a refresh was done.
+func (g *group) cgResolveRegexes(members []*cgMember, canDescribe func(string) bool, resolve bool) (recs []kv, changed, refreshed bool) {
 	cg := g.cg
 	used := map[string]bool{}
 	for _, m := range members {
@@ -805,15 +840,29 @@ func (g *group) cgResolveRegexes(members []*cgMember, refresh bool) ([]kv, bool)
 			used[*m.regex] = true
 		}
 	}
-	var recs []kv
-	changed := false
 	for re := range cg.regexes {
 		if !used[re] {
 			recs = append(recs, kv{Key: cgRegexKey(g.id, re)})
 			changed = true
 		}
 	}
-	var all map[string]TopicMeta
+	if !resolve || len(used) == 0 {
+		return recs, changed, false
+	}
+	now := g.now()
+	due := cg.regexStale
+	for re := range used {
+		if cg.regexes[re] == nil {
+			due = true
+		}
+	}
+	if last := cg.lastRegexRefresh(used); !last.IsZero() && now.Sub(last) > g.c.cfg.ConsumerRegexRefreshInterval {
+		due = true
+	}
+	if !due {
+		return recs, changed, false
+	}
+	all := g.c.topics()
 	names := make([]string, 0, len(used))
 	for re := range used {
 		names = append(names, re)
@@ -821,40 +870,31 @@ func (g *group) cgResolveRegexes(members []*cgMember, refresh bool) ([]kv, bool)
 	sort.Strings(names)
 	for _, re := range names {
 		r := cg.regexes[re]
-		if r != nil && !refresh {
-			continue
-		}
-		if all == nil {
-			all = g.c.topics()
-		}
 		var compiled *regexp.Regexp
 		if r != nil && r.re != nil {
 			compiled = r.re
 		} else {
 			var err error
 			if compiled, err = compileTopicRegex(re); err != nil {
-				continue // validated on entry; a stored one that no longer compiles matches nothing
+				compiled = nil // validated on entry; a stored one that no longer compiles matches nothing
 			}
 		}
-		var matched []string
-		for name := range all {
-			if compiled.MatchString(name) {
-				matched = append(matched, name)
+		matched := []string{}
+		if compiled != nil {
+			for name := range all {
+				if compiled.MatchString(name) && (canDescribe == nil || canDescribe(name)) {
+					matched = append(matched, name)
+				}
 			}
 		}
 		sort.Strings(matched)
-		if r != nil && slices.Equal(r.topics, matched) {
-			r.re = compiled
-			continue
+		if r == nil || !slices.Equal(r.topics, matched) {
+			changed = true
 		}
-		v := &cgRegexValue{Topics: matched, Version: 0, Timestamp: g.now().UnixMilli()}
-		if matched == nil {
-			v.Topics = []string{}
-		}
+		v := &cgRegexValue{Topics: matched, Version: 0, Timestamp: now.UnixMilli()}
 		recs = append(recs, kv{Key: cgRegexKey(g.id, re), Value: appendCGRegexValue(nil, v)})
-		changed = true
 	}
-	return recs, changed
+	return recs, changed, true
 }
 
 // cgApplyRegexRecords applies the regex records cgResolveRegexes returned.
@@ -1126,7 +1166,7 @@ func (g *group) cgFence(m *cgMember, why string) (durableMark, *kerr.Error) {
 		{Key: cgMemberKey(g.id, m.id)},
 	}
 	members := g.cgMembersWith(nil, m)
-	regexRecs, _ := g.cgResolveRegexes(members, false)
+	regexRecs, _, _ := g.cgResolveRegexes(members, nil, false)
 	recs = append(recs, regexRecs...)
 	epoch := cg.epoch + 1
 	recs = append(recs, kv{Key: cgMetadataKey(g.id), Value: appendCGMetadataValue(nil, cgMetadataValue{Epoch: epoch, MetadataHash: cg.metaHash})})

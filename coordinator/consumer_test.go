@@ -48,6 +48,8 @@ type cgClient struct {
 	id    string
 	epoch int32
 	owned partitions
+	// can is the client's principal's DESCRIBE check (nil: every topic).
+	can func(string) bool
 }
 
 func (h *harness) cgJoin(group, id string, topics ...string) (*cgClient, ConsumerHeartbeatResult) {
@@ -80,7 +82,7 @@ func (h *harness) cgBeat(group string, c *cgClient) ConsumerHeartbeatResult {
 		owned = append(owned, ConsumerTopicPartitions{TopicID: t, Partitions: c.owned[t]})
 	}
 	r := h.c.ConsumerHeartbeat(ConsumerHeartbeatRequest{Group: group, MemberID: c.id, MemberEpoch: c.epoch,
-		RebalanceTimeoutMs: -1, OwnedTopics: owned, Version: 1, ClientID: "c", ClientHost: "/127.0.0.1"})()
+		RebalanceTimeoutMs: -1, OwnedTopics: owned, Version: 1, ClientID: "c", ClientHost: "/127.0.0.1", CanDescribe: c.can})()
 	if r.Err == nil {
 		c.apply(r)
 	}
@@ -216,7 +218,7 @@ func TestConsumerGroupErrors(t *testing.T) {
 	}
 	jr := h.join(joinReq("g", ""))
 	wantErr(t, "classic join", jr.Err, kerr.InconsistentGroupProtocol)
-	if d := h.c.Describe("g"); d.State != "Dead" {
+	if d := h.c.Describe("g"); d.State != "Dead" || d.NotFound != "Group g is not a classic group." {
 		t.Fatalf("DescribeGroups of a consumer group: %+v", d)
 	}
 	wantErr(t, "delete non-empty", h.c.DeleteGroup("g")(), kerr.NonEmptyGroup)

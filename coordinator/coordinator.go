@@ -48,12 +48,15 @@ type Config struct {
 	// ConsumerHeartbeatInterval are group.consumer.session.timeout.ms and
 	// group.consumer.heartbeat.interval.ms (0: 45s and 5s); ConsumerMaxSize is
 	// group.consumer.max.size (0: unlimited); ConsumerAssignors are group.consumer.assignors,
-	// the first the default (nil: uniform, range).
-	Topics                    func() map[string]TopicMeta
-	ConsumerSessionTimeout    time.Duration
-	ConsumerHeartbeatInterval time.Duration
-	ConsumerMaxSize           int
-	ConsumerAssignors         []assignor.Assignor
+	// the first the default (nil: uniform, range). ConsumerRegexRefreshInterval is
+	// group.consumer.regex.refresh.interval.ms (0: 10 minutes): a group whose regexes were last
+	// resolved longer ago resolves them again at the next heartbeat.
+	Topics                       func() map[string]TopicMeta
+	ConsumerSessionTimeout       time.Duration
+	ConsumerHeartbeatInterval    time.Duration
+	ConsumerMaxSize              int
+	ConsumerAssignors            []assignor.Assignor
+	ConsumerRegexRefreshInterval time.Duration
 
 	// Share configures KIP-932 share groups (share.go).
 	Share ShareConfig
@@ -151,6 +154,9 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.ConsumerHeartbeatInterval <= 0 {
 		cfg.ConsumerHeartbeatInterval = 5 * time.Second
+	}
+	if cfg.ConsumerRegexRefreshInterval <= 0 {
+		cfg.ConsumerRegexRefreshInterval = 10 * time.Minute
 	}
 	if len(cfg.ConsumerAssignors) == 0 {
 		cfg.ConsumerAssignors = []assignor.Assignor{assignor.Uniform(), assignor.Range()}
@@ -595,19 +601,24 @@ func unknownOffsets(topics []FetchTopic) []FetchedOffset {
 	return out
 }
 
-// Describe handles one group of a DescribeGroups. An unknown group is described as Dead.
+// Describe handles one group of a DescribeGroups: a classic group's description; a group that
+// does not exist, is dead or is of another type (consumer, share) is Dead with NotFound set.
 func (c *Coordinator) Describe(groupID string) GroupDescription {
-	d := GroupDescription{Group: groupID, State: Dead.String()}
+	d := GroupDescription{Group: groupID, State: Dead.String(), NotFound: "Group " + groupID + " not found."}
 	if err := validGroupID(groupID, true); err != nil {
-		d.Err = err
+		d.Err, d.NotFound = err, ""
 		return d
 	}
 	if err := c.withGroup(groupID, false, func(g *group) {
-		if g != nil && g.typ == TypeClassic {
+		switch {
+		case g == nil || g.state == Dead:
+		case g.typ != TypeClassic:
+			d.NotFound = "Group " + groupID + " is not a classic group."
+		default:
 			d = g.describe()
 		}
 	}); err != nil {
-		d.Err = err
+		d.Err, d.NotFound = err, ""
 	}
 	return d
 }

@@ -179,7 +179,7 @@ func TestShareGroupTypeConflicts(t *testing.T) {
 	// And the other way round.
 	wantErr(t, "share join", h.shareHB("sh", "m", 0, "a").Err, nil)
 	wantErr(t, "classic join on a share group", h.join(joinReq("sh", "")).Err, kerr.InconsistentGroupProtocol)
-	if d := h.c.Describe("sh"); d.State != "Dead" || d.Err != nil {
+	if d := h.c.Describe("sh"); d.State != "Dead" || d.Err != nil || d.NotFound != "Group sh is not a classic group." {
 		t.Fatalf("DescribeGroups of a share group: %+v", d)
 	}
 	res := h.c.Commit(CommitRequest{Group: "sh", Generation: -1, Partitions: []CommitPartition{{TopicPartition: TopicPartition{"a", 0}, Offset: 1}}})()

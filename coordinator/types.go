@@ -208,7 +208,11 @@ type MemberDescription struct {
 
 // GroupDescription is one group in DescribeGroups.
 type GroupDescription struct {
-	Err          *kerr.Error
+	Err *kerr.Error
+	// NotFound is the message of Kafka's GroupIdNotFoundException when the group does not
+	// exist (or is dead) or is not a classic group; "" when described. DescribeGroups v6+
+	// answers GROUP_ID_NOT_FOUND with it, older versions describe the group as Dead.
+	NotFound     string
 	Group        string
 	State        string
 	ProtocolType string

@@ -55,6 +55,9 @@ func TestCLIGroup(t *testing.T) {
 	if err != nil || !strings.Contains(out, "readers") || !strings.Contains(out, "Stable") {
 		t.Fatalf("list: %v\n%s", err, out)
 	}
+	if _, err := run("describe", "no-such-group"); err == nil || !strings.Contains(err.Error(), "GROUP_ID_NOT_FOUND") {
+		t.Fatalf("describe of a missing group: %v", err)
+	}
 	out, err = run("describe", "readers")
 	if err != nil || !strings.Contains(out, "reader-1") || !strings.Contains(out, "events:0,1") ||
 		!strings.Contains(out, "total lag 0") || !strings.Contains(out, "state Stable") {

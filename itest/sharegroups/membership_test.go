@@ -126,7 +126,7 @@ func TestShareGroupMembership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := dg["sg"]; g.State != "Dead" {
+	if g := dg["sg"]; g.State != "Dead" || g.Err != kerr.GroupIDNotFound || g.ErrMessage != "Group sg is not a classic group." {
 		t.Fatalf("DescribeGroups of a share group: %+v", g)
 	}
 	// A classic join of the share group's id is refused.
@@ -178,6 +178,7 @@ func TestShareGroupErrors(t *testing.T) {
 		want   *kerr.Error
 	}{
 		{"no member id", "", 0, []string{"sg-e"}, kerr.InvalidRequest},
+		{"member id over 36 characters", "0123456789012345678901234567890123456", 0, []string{"sg-e"}, kerr.InvalidRequest},
 		{"join without topics", "m", 0, nil, kerr.InvalidRequest},
 		{"unknown group", "m", 5, nil, kerr.GroupIDNotFound},
 		{"bad epoch", "m", -7, nil, kerr.InvalidRequest},
