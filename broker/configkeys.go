@@ -191,6 +191,7 @@ var (
 	keyGroupConsumerMaxHeartbeat        = msKey("group.consumer.max.heartbeat.interval.ms")
 	keyGroupConsumerMaxSize             = intKey("group.consumer.max.size")
 	keyGroupConsumerAssignors           = listKey("group.consumer.assignors")
+	keyGroupConsumerMigrationPolicy     = stringKey("group.consumer.migration.policy")
 	keyGroupShareSessionTimeout         = msKey("group.share.session.timeout.ms")
 	keyGroupShareMinSessionTimeout      = msKey("group.share.min.session.timeout.ms")
 	keyGroupShareMaxSessionTimeout      = msKey("group.share.max.session.timeout.ms")

@@ -52,6 +52,7 @@ type consumerGroupSettings struct {
 	sessionTimeout, heartbeatInterval time.Duration
 	maxSize                           int
 	assignors                         []assignor.Assignor
+	migration                         coordinator.MigrationPolicy
 }
 
 func (b *Broker) consumerGroupConfig() (consumerGroupSettings, error) {
@@ -97,6 +98,11 @@ func (b *Broker) consumerGroupConfig() (consumerGroupSettings, error) {
 	if len(cs.assignors) == 0 {
 		return cs, errors.New("group.consumer.assignors must name at least one assignor")
 	}
+	mp, ok := coordinator.ParseMigrationPolicy(keyGroupConsumerMigrationPolicy.Get(b.cfg))
+	if !ok {
+		return cs, fmt.Errorf("group.consumer.migration.policy: %q is not one of disabled, upgrade, downgrade, bidirectional", keyGroupConsumerMigrationPolicy.Get(b.cfg))
+	}
+	cs.migration = mp
 	return cs, nil
 }
 
@@ -142,6 +148,7 @@ func (b *Broker) openGroups() error {
 		ConsumerHeartbeatInterval: cc.heartbeatInterval,
 		ConsumerMaxSize:           cc.maxSize,
 		ConsumerAssignors:         cc.assignors,
+		MigrationPolicy:           cc.migration,
 		Store:                     &offsetsStore{b: b},
 		InitialRebalanceDelay:     keyGroupInitialRebalanceDelay.Get(b.cfg),
 		MinSessionTimeout:         keyGroupMinSessionTimeout.Get(b.cfg),

@@ -54,6 +54,10 @@ type Config struct {
 	ConsumerHeartbeatInterval time.Duration
 	ConsumerMaxSize           int
 	ConsumerAssignors         []assignor.Assignor
+	// MigrationPolicy is group.consumer.migration.policy: which online conversions between a
+	// non-empty classic group and a consumer group happen (migrate.go). The zero value is
+	// Kafka's default, bidirectional.
+	MigrationPolicy MigrationPolicy
 
 	// Share configures KIP-932 share groups (share.go).
 	Share ShareConfig
