@@ -426,7 +426,21 @@ func (g *group) cgHeartbeat(req *ConsumerHeartbeatRequest) (res ConsumerHeartbea
 	if req.MemberEpoch == leaveEpoch || req.MemberEpoch == staticLeaveEpoch {
 		return g.cgLeave(req)
 	}
-	if e := g.cgEnsureConsumer(req.MemberEpoch == 0); e != nil {
+	var recs []kv
+	if g.typ == TypeClassic && req.MemberEpoch == 0 && (len(g.members) > 0 || len(g.pending) > 0) {
+		// An online upgrade (migrate.go): its records go in the same batch as this member's
+		// join, and the classic group comes back if the join fails.
+		conv, undo, e := g.classicToConsumer()
+		if e != nil {
+			return fail(e)
+		}
+		recs = conv
+		defer func() {
+			if res.Err != nil {
+				undo()
+			}
+		}()
+	} else if e := g.cgEnsureConsumer(req.MemberEpoch == 0); e != nil {
 		return fail(e)
 	}
 	cg := g.cg
@@ -443,7 +457,6 @@ func (g *group) cgHeartbeat(req *ConsumerHeartbeatRequest) (res ConsumerHeartbea
 	if memberID == "" {
 		memberID = newMemberID(req.ClientID)
 	}
-	var recs []kv
 	var replaced *cgMember // a static member this one replaces
 	old := cg.members[memberID]
 	if req.InstanceID == nil {
@@ -910,8 +923,6 @@ func (g *group) cgEnsureConsumer(create bool) *cgErr {
 		g.typ, g.cg = TypeConsumer, newConsumerGroup()
 		g.protocolType, g.protocol, g.leader, g.generation = "consumer", "", "", 0
 		return nil
-	case g.typ == TypeClassic && create:
-		return g.classicToConsumer()
 	case g.typ == TypeClassic:
 		return cgFail(kerr.GroupIDNotFound, "Group %s is not a consumer group.", g.id)
 	default:

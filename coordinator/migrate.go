@@ -13,7 +13,8 @@ package coordinator
 //     topics of its subscription, with ClassicMemberMetadata (session timeout, protocols). Parked
 //     JoinGroups and SyncGroups get REBALANCE_IN_PROGRESS. Records: the GroupMetadata tombstone,
 //     then every member's metadata, the group epoch, every target, the target epoch and every
-//     current assignment; then the heartbeat goes on as for any new member.
+//     current assignment, in the batch of the joining member's records (the classic group comes
+//     back if that batch cannot be written).
 //   - Classic members in a consumer group (cgMember.classic != nil): JoinGroup updates the
 //     member from its subscription and reconciles it (owned partitions from the subscription)
 //     and answers at once with generation = member epoch; SyncGroup returns the member's current
@@ -196,21 +197,23 @@ func ownedFromSubscription(topics map[string]TopicMeta, s *kmsg.ConsumerMemberMe
 
 // ---- upgrade ----
 
-// classicToConsumer converts a non-empty classic group to a consumer group (Kafka's
-// validateOnlineUpgrade and convertToConsumerGroup), or says why it cannot.
-func (g *group) classicToConsumer() *cgErr {
+// classicToConsumer converts a non-empty classic group to a consumer group in memory (Kafka's
+// validateOnlineUpgrade and convertToConsumerGroup), or says why it cannot. It returns the
+// conversion's records, which the caller writes in one batch with those of the joining member,
+// and undo, which puts the classic group back if that fails.
+func (g *group) classicToConsumer() ([]kv, func(), *cgErr) {
 	c := g.c
 	notConsumer := cgFail(kerr.GroupIDNotFound, "Group %s is not a consumer group", g.id)
 	switch {
 	case !c.cfg.MigrationPolicy.upgrade():
 		c.log.Info("cannot upgrade the classic group to a consumer group: the online upgrade is disabled", "group", g.id)
-		return notConsumer
+		return nil, nil, notConsumer
 	case g.protocolType != "consumer":
 		c.log.Info("cannot upgrade the classic group to a consumer group: it does not use the consumer embedded protocol", "group", g.id)
-		return notConsumer
+		return nil, nil, notConsumer
 	case c.cfg.ConsumerMaxSize > 0 && len(g.members) > c.cfg.ConsumerMaxSize:
 		c.log.Info("cannot upgrade the classic group to a consumer group: it has more members than group.consumer.max.size", "group", g.id)
-		return notConsumer
+		return nil, nil, notConsumer
 	}
 	topics := c.topics()
 	cg := newConsumerGroup()
@@ -223,11 +226,11 @@ func (g *group) classicToConsumer() *cgErr {
 		}
 		sub, err := decodeSubscription(meta)
 		if err != nil {
-			return cgFail(kerr.GroupIDNotFound, "Cannot upgrade the classic group %s to consumer group because the embedded consumer protocol is malformed.", g.id)
+			return nil, nil, cgFail(kerr.GroupIDNotFound, "Cannot upgrade the classic group %s to consumer group because the embedded consumer protocol is malformed.", g.id)
 		}
 		assigned, err := decodeAssignment(topics, m.assignment)
 		if err != nil {
-			return cgFail(kerr.GroupIDNotFound, "Cannot upgrade the classic group %s to consumer group because the embedded consumer protocol is malformed.", g.id)
+			return nil, nil, cgFail(kerr.GroupIDNotFound, "Cannot upgrade the classic group %s to consumer group because the embedded consumer protocol is malformed.", g.id)
 		}
 		nm := &cgMember{
 			id: m.id, instanceID: m.instanceID, rackID: sub.Rack, clientID: m.clientID, clientHost: m.clientHost,
@@ -270,15 +273,20 @@ func (g *group) classicToConsumer() *cgErr {
 	for _, id := range ids {
 		recs = append(recs, kv{Key: cgCurrentKey(g.id, id), Value: appendCGCurrentValue(nil, cg.members[id].currentValue())})
 	}
-	if _, err := g.appendRecords(recs); err != nil {
-		return cgFail(appendError(err), "")
-	}
-
 	// Parked requests learn of the new rebalance and rejoin.
 	g.failWaiters(kerr.RebalanceInProgress)
 	now := g.now()
 	for _, m := range cg.members {
 		m.sessionDeadline = now.Add(c.memberSessionTimeout(m))
+	}
+	before := *g
+	undo := func() {
+		c.log.Info("classic group stays a classic group: the upgrade's records were not written", "group", g.id)
+		g.typ, g.cg = before.typ, before.cg
+		g.members, g.static, g.pending, g.pendingSync = before.members, before.static, before.pending, before.pendingSync
+		g.protocolType, g.protocol, g.leader, g.generation = before.protocolType, before.protocol, before.leader, before.generation
+		g.joinDeadline, g.syncDeadline, g.initial = before.joinDeadline, before.syncDeadline, before.initial
+		g.state, g.prevState, g.stateSince, g.subscribed = before.state, before.prevState, before.stateSince, before.subscribed
 	}
 	g.typ, g.cg = TypeConsumer, cg
 	g.members, g.static, g.pending, g.pendingSync = map[string]*member{}, map[string]string{}, map[string]time.Time{}, map[string]struct{}{}
@@ -286,7 +294,7 @@ func (g *group) classicToConsumer() *cgErr {
 	g.joinDeadline, g.syncDeadline, g.initial = time.Time{}, time.Time{}, nil
 	g.cgSyncClassicView()
 	c.log.Info("classic group upgraded to a consumer group", "group", g.id, "epoch", cg.epoch, "members", len(cg.members))
-	return nil
+	return recs, undo, nil
 }
 
 // ---- classic members in a consumer group ----

@@ -394,3 +394,28 @@ func TestMigrationClassicTimeouts(t *testing.T) {
 		t.Fatalf("after 31s: %+v", d)
 	}
 }
+
+// An upgrade whose records cannot be written leaves the classic group as it was.
+func TestMigrationUpgradeAppendFailure(t *testing.T) {
+	ts := &topicSet{}
+	ts.set("t", 1, 6)
+	h := newCGHarness(t, ts, nil)
+	a, b := &classicClient{topics: []string{"t"}}, &classicClient{topics: []string{"t"}}
+	classicGroupOfTwo(t, h, a, b)
+	l, _ := h.store.Log(PartitionFor("g", 8))
+	l.(*memLog).fail = kerr.KafkaStorageError
+	if _, r := h.cgJoin("g", "C", "t"); r.Err != kerr.NotCoordinator {
+		t.Fatalf("848 join with a failing log: %v", r.Err)
+	}
+	if groupType(h, "g") != "classic" || h.state("g") != "Stable" || len(h.c.Describe("g").Members) != 2 {
+		t.Fatalf("classic group after a failed upgrade: %s %+v", groupType(h, "g"), h.c.Describe("g"))
+	}
+	wantErr(t, "classic heartbeat after a failed upgrade", h.heartbeat("g", a.id, a.gen), nil)
+	l.(*memLog).fail = nil
+	if _, r := h.cgJoin("g", "C", "t"); r.Err != nil {
+		t.Fatalf("848 join: %v", r.Err)
+	}
+	if groupType(h, "g") != "consumer" {
+		t.Fatal("not upgraded")
+	}
+}
