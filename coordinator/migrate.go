@@ -29,7 +29,9 @@ package coordinator
 //     target assignments and the protocol they all support, and a rebalance starts. Records:
 //     every member's and the group's consumer-group tombstones, then GroupMetadata.
 //
-// Kafka answers a JoinGroup to a non-empty consumer group this way whatever the policy.
+// With the policy disabled, a JoinGroup to a non-empty consumer group answers
+// INCONSISTENT_GROUP_PROTOCOL (Kafka 4.4's throwIfClassicMemberCannotJoinConsumerGroup), and
+// a ConsumerGroupHeartbeat to a non-empty classic group GROUP_ID_NOT_FOUND.
 
 import (
 	"fmt"
@@ -203,17 +205,18 @@ func ownedFromSubscription(topics map[string]TopicMeta, s *kmsg.ConsumerMemberMe
 // and undo, which puts the classic group back if that fails.
 func (g *group) classicToConsumer() ([]kv, func(), *cgErr) {
 	c := g.c
-	notConsumer := cgFail(kerr.GroupIDNotFound, "Group %s is not a consumer group", g.id)
+	why := ""
 	switch {
 	case !c.cfg.MigrationPolicy.upgrade():
-		c.log.Info("cannot upgrade the classic group to a consumer group: the online upgrade is disabled", "group", g.id)
-		return nil, nil, notConsumer
+		why = "online upgrade is disabled"
 	case g.protocolType != "consumer":
-		c.log.Info("cannot upgrade the classic group to a consumer group: it does not use the consumer embedded protocol", "group", g.id)
-		return nil, nil, notConsumer
+		why = "the group does not use the consumer embedded protocol"
 	case c.cfg.ConsumerMaxSize > 0 && len(g.members) > c.cfg.ConsumerMaxSize:
-		c.log.Info("cannot upgrade the classic group to a consumer group: it has more members than group.consumer.max.size", "group", g.id)
-		return nil, nil, notConsumer
+		why = "the group size exceeds the consumer group maximum size"
+	}
+	if why != "" {
+		c.log.Info("cannot upgrade the classic group to a consumer group", "group", g.id, "reason", why)
+		return nil, nil, cgFail(kerr.GroupIDNotFound, "Cannot upgrade classic group %s to consumer group because %s.", g.id, why)
 	}
 	topics := c.topics()
 	cg := newConsumerGroup()
@@ -300,12 +303,16 @@ func (g *group) classicToConsumer() ([]kv, func(), *cgErr) {
 // ---- classic members in a consumer group ----
 
 // cgClassicJoin is Kafka's classicGroupJoinToConsumerGroup: a JoinGroup to a non-empty
-// consumer group.
+// consumer group (INCONSISTENT_GROUP_PROTOCOL with the policy disabled).
 func (g *group) cgClassicJoin(req *JoinRequest, ch chan JoinResult) chan JoinResult {
 	cg := g.cg
 	fail := func(err *kerr.Error, memberID string) chan JoinResult {
 		ch <- JoinResult{Err: err, MemberID: memberID, Generation: -1}
 		return ch
+	}
+	if g.c.cfg.MigrationPolicy == MigrationDisabled {
+		g.c.log.Info("cannot join the consumer group with the classic protocol: the group migration is disabled", "group", g.id)
+		return fail(kerr.InconsistentGroupProtocol, req.MemberID)
 	}
 	memberID := req.MemberID
 	unknown := memberID == ""

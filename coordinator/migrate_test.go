@@ -327,6 +327,12 @@ func TestMigrationPolicy(t *testing.T) {
 	if groupType(h, "g") != "classic" || h.state("g") != "Stable" {
 		t.Fatalf("group changed: %s %s", groupType(h, "g"), h.state("g"))
 	}
+	// ... nor a classic member a non-empty consumer group.
+	if _, r := h.cgJoin("g2", "K", "t"); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	nc := &classicClient{topics: []string{"t"}}
+	wantErr(t, "classic join of a consumer group with the policy disabled", h.join(nc.request("g2")).Err, kerr.InconsistentGroupProtocol)
 
 	// upgrade only: the group stays a consumer group when the KIP-848 member leaves.
 	h2 := newHarness(t, Config{Topics: ts.get, ConsumerSessionTimeout: 45 * time.Second, MigrationPolicy: MigrationUpgrade})

@@ -253,8 +253,9 @@ func TestMigrationRestartMixed(t *testing.T) {
 }
 
 // TestMigrationPolicyDisabled: with the policy disabled (any case), a KIP-848 member cannot
-// join a non-empty classic group (GROUP_ID_NOT_FOUND, as Kafka answers); a bad value stops the
-// start naming the key.
+// join a non-empty classic group (GROUP_ID_NOT_FOUND) nor a classic member a non-empty consumer
+// group (INCONSISTENT_GROUP_PROTOCOL), as Kafka 4.4 answers; a bad value stops the start naming
+// the key.
 func TestMigrationPolicyDisabled(t *testing.T) {
 	bad := inproc.Defaults(t)
 	bad["group.consumer.migration.policy"] = "sideways"
@@ -293,5 +294,22 @@ func TestMigrationPolicyDisabled(t *testing.T) {
 	}
 	if typ := listedType(t, addr, group); typ != "classic" || !classicStable(t, addr, group, 1) {
 		t.Fatalf("group changed: type %q", typ)
+	}
+
+	// Nor does a classic member join a non-empty consumer group: INCONSISTENT_GROUP_PROTOCOL.
+	const group2 = "mig-off-g2"
+	k := startMember(t, addr, group2, topic, "kip848", own, got)
+	defer k.stop()
+	waitUntil(t, 20*time.Second, "a consumer group", func() bool { return mixedStable(t, addr, group2, 0, 1, 2) })
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis, join.ProtocolType = group2, 10000, 10000, "consumer"
+	sub := kmsg.ConsumerMemberMetadata{Topics: []string{topic}}
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: sub.AppendTo(nil)}}
+	jresp, err := join.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(jresp.ErrorCode); err != kerr.InconsistentGroupProtocol {
+		t.Fatalf("classic join of a consumer group with the policy disabled: %v", err)
 	}
 }
