@@ -1011,14 +1011,23 @@ func (g *group) cgLeave(req *ConsumerHeartbeatRequest) ConsumerHeartbeatResult {
 
 // cgFence removes m (it left, or its session or rebalance timeout expired): tombstones for its
 // current assignment, target and metadata, and the group epoch bumped.
-// When m is the last member of the consumer protocol and classic members remain, the group
-// may become a classic group instead (cgShouldDowngrade).
+// When only members of the classic protocol remain, the group may become a classic group
+// instead (cgFenceMembers).
 func (g *group) cgFence(m *cgMember, why string) (durableMark, *kerr.Error) {
-	if g.cgShouldDowngrade(m) {
-		g.c.log.Info("member removed from the consumer group", "group", g.id, "member", m.id, "reason", why)
-		return g.cgToClassicGroup(m)
+	return g.cgFenceMembers([]*cgMember{m}, why)
+}
+
+// cgFenceMembers is Kafka's consumerGroupFenceMembers: ms are removed, or, when the members
+// left all use the classic protocol and the policy allows it, the group becomes a classic
+// group of them (cgShouldDowngrade, cgToClassicGroup).
+func (g *group) cgFenceMembers(ms []*cgMember, why string) (durableMark, *kerr.Error) {
+	if g.cgShouldDowngrade(ms) {
+		for _, m := range ms {
+			g.c.log.Info("member removed from the consumer group", "group", g.id, "member", m.id, "reason", why)
+		}
+		return g.cgToClassicGroup(ms)
 	}
-	return g.cgRemoveMembers([]*cgMember{m}, why)
+	return g.cgRemoveMembers(ms, why)
 }
 
 // cgRemoveMembers removes ms: tombstones for their current assignments, targets and metadata,

@@ -23,9 +23,9 @@ package coordinator
 //     Heartbeat answers REBALANCE_IN_PROGRESS when the member must rejoin; LeaveGroup removes
 //     them. A member not syncing within its rebalance timeout after a JoinGroup, or not rejoining
 //     within it after being told to, is fenced; its session timeout is its own.
-//   - Downgrade: when the last member of the consumer protocol leaves or is fenced and classic
-//     members remain (policy downgrade or bidirectional, at most group.max.size of them), the
-//     group becomes a classic group at generation = group epoch, Stable with the members'
+//   - Downgrade: when members leave or are fenced and only members of the classic protocol
+//     remain (policy downgrade or bidirectional, at most group.max.size of them), the group
+//     becomes a classic group at generation = group epoch, Stable with the members'
 //     target assignments and the protocol they all support, and a rebalance starts. Records:
 //     every member's and the group's consumer-group tombstones, then GroupMetadata.
 //
@@ -547,7 +547,7 @@ func (g *group) cgClassicLeave(members []LeaveMember) LeaveResult {
 		}
 	}
 	if len(leaving) > 0 {
-		if _, err := g.cgRemoveMembers(leaving, "the member left the group"); err != nil {
+		if _, err := g.cgFenceMembers(leaving, "the member left the group"); err != nil {
 			return LeaveResult{Err: err}
 		}
 	}
@@ -556,19 +556,25 @@ func (g *group) cgClassicLeave(members []LeaveMember) LeaveResult {
 
 // ---- downgrade ----
 
-// cgShouldDowngrade is Kafka's validateOnlineDowngradeWithFencedMember: m, of the consumer
-// protocol, is the last such member, other (classic) members remain, and the policy and
-// group.max.size allow it.
-func (g *group) cgShouldDowngrade(m *cgMember) bool {
-	if m.classic != nil {
-		return false
+// cgShouldDowngrade is Kafka 4.4's validateOnlineDowngradeWithFencedMembers: without the
+// fenced members ms, the group is not empty and all its members use the classic protocol, and
+// the policy and group.max.size allow a downgrade.
+func (g *group) cgShouldDowngrade(ms []*cgMember) bool {
+	gone := make(map[string]bool, len(ms))
+	for _, m := range ms {
+		gone[m.id] = true
 	}
+	n := 0
 	for id, o := range g.cg.members {
-		if id != m.id && o.classic == nil {
+		if gone[id] {
+			continue
+		}
+		if o.classic == nil {
 			return false
 		}
+		n++
 	}
-	switch n := len(g.cg.members) - 1; {
+	switch {
 	case n < 1:
 		return false
 	case !g.c.cfg.MigrationPolicy.downgrade():
@@ -582,9 +588,13 @@ func (g *group) cgShouldDowngrade(m *cgMember) bool {
 }
 
 // cgToClassicGroup is Kafka's convertToClassicGroup with ClassicGroup.fromConsumerGroup: the
-// consumer group without leaving becomes a Stable classic group at generation = group epoch,
-// each member assigned its target, and a rebalance starts.
-func (g *group) cgToClassicGroup(leaving *cgMember) (durableMark, *kerr.Error) {
+// consumer group without the leaving members becomes a Stable classic group at generation =
+// group epoch, each member assigned its target, and a rebalance starts.
+func (g *group) cgToClassicGroup(leaving []*cgMember) (durableMark, *kerr.Error) {
+	gone := make(map[string]bool, len(leaving))
+	for _, m := range leaving {
+		gone[m.id] = true
+	}
 	cg := g.cg
 	topics := g.c.topics()
 	ids := make([]string, 0, len(cg.members))
@@ -605,7 +615,7 @@ func (g *group) cgToClassicGroup(leaving *cgMember) (durableMark, *kerr.Error) {
 	seq := g.nextSeq
 	for _, id := range ids {
 		m := cg.members[id]
-		if id == leaving.id {
+		if gone[id] {
 			continue
 		}
 		nm := &member{
@@ -657,7 +667,7 @@ func (g *group) cgToClassicGroup(leaving *cgMember) (durableMark, *kerr.Error) {
 	if g.state != Stable {
 		g.transition(Stable)
 	}
-	g.c.log.Info("consumer group downgraded to a classic group", "group", g.id, "generation", epoch, "members", len(members), "left", leaving.id)
+	g.c.log.Info("consumer group downgraded to a classic group", "group", g.id, "generation", epoch, "members", len(members))
 	g.prepareRebalance()
 	return mark, nil
 }
