@@ -1025,7 +1025,7 @@ func (g *group) cgFenceMembers(ms []*cgMember, why string) (durableMark, *kerr.E
 		for _, m := range ms {
 			g.c.log.Info("member removed from the consumer group", "group", g.id, "member", m.id, "reason", why)
 		}
-		return g.cgToClassicGroup(ms)
+		return g.cgToClassicGroup(ms, true)
 	}
 	return g.cgRemoveMembers(ms, why)
 }

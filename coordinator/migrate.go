@@ -2,7 +2,7 @@ package coordinator
 
 // Online migration between the classic group protocol and KIP-848 consumer groups, following
 // Kafka's GroupMetadataManager (validateOnlineUpgrade, convertToConsumerGroup,
-// classicGroup{Join,Sync,Heartbeat,Leave}ToConsumerGroup, validateOnlineDowngradeWithFencedMember,
+// classicGroup{Join,Sync,Heartbeat,Leave}ToConsumerGroup, validateOnlineDowngradeWithFencedMembers,
 // convertToClassicGroup). Every function on *group here runs on the group's goroutine.
 //
 //   - Upgrade: the first ConsumerGroupHeartbeat (epoch 0) to a non-empty classic group of protocol
@@ -27,7 +27,9 @@ package coordinator
 //     remain (policy downgrade or bidirectional, at most group.max.size of them), the group
 //     becomes a classic group at generation = group epoch, Stable with the members'
 //     target assignments and the protocol they all support, and a rebalance starts. Records:
-//     every member's and the group's consumer-group tombstones, then GroupMetadata.
+//     every member's and the group's consumer-group tombstones, then GroupMetadata. So too,
+//     without a rebalance, when a static member of the classic protocol replaces the last
+//     member of the consumer protocol (its instance id, no member id).
 //
 // With the policy disabled, a JoinGroup to a non-empty consumer group answers
 // INCONSISTENT_GROUP_PROTOCOL (Kafka 4.4's throwIfClassicMemberCannotJoinConsumerGroup), and
@@ -335,13 +337,31 @@ func (g *group) cgClassicJoin(req *JoinRequest, ch chan JoinResult) chan JoinRes
 		return fail(kerr.UnknownServerError, req.MemberID)
 	}
 
+	// Kafka's getOrMaybeSubscribeStaticConsumerGroupMember: a static member joining without a
+	// member id replaces the instance's member (whatever its protocol); with one, it must be
+	// the instance's member.
 	var old, replaced *cgMember
 	if req.InstanceID != nil {
-		if sid, ok := cg.static[*req.InstanceID]; ok && sid != memberID {
-			if !unknown {
-				return fail(kerr.FencedInstanceID, req.MemberID)
-			}
+		sid, ok := cg.static[*req.InstanceID]
+		switch {
+		case !unknown && !ok:
+			return fail(kerr.UnknownMemberID, req.MemberID)
+		case !unknown && sid != memberID:
+			return fail(kerr.FencedInstanceID, req.MemberID)
+		case unknown && ok:
 			replaced = cg.members[sid]
+		}
+	}
+	// Kafka's validateOnlineDowngradeWithReplacedMember: the replaced member was the last of
+	// the consumer protocol.
+	downgrade := replaced != nil && replaced.classic == nil && g.c.cfg.MigrationPolicy.downgrade() &&
+		(g.c.cfg.MaxGroupSize <= 0 || len(cg.members) <= g.c.cfg.MaxGroupSize)
+	if downgrade {
+		for id, o := range cg.members {
+			if id != replaced.id && o.classic == nil {
+				downgrade = false
+				break
+			}
 		}
 	}
 	if replaced == nil {
@@ -379,10 +399,22 @@ func (g *group) cgClassicJoin(req *JoinRequest, ch chan JoinResult) chan JoinRes
 	}
 	m.joinDeadline = time.Time{}
 	m.syncDeadline = g.now().Add(time.Duration(max(req.RebalanceTimeoutMs, 0)) * time.Millisecond)
-	ch <- JoinResult{
+	res := JoinResult{
 		Generation: m.epoch, ProtocolType: strPtr("consumer"), Protocol: strPtr(m.classic.Protocols[0].Name),
 		MemberID: m.id, durable: mark,
 	}
+	if downgrade {
+		// Every member now uses the classic protocol: the group becomes a classic group with
+		// the joining member in the replaced one's place, without a rebalance.
+		g.c.log.Info("static member of the classic protocol replaced the last member of the consumer protocol", "group", g.id, "member", m.id, "replaced", replaced.id)
+		mark, err := g.cgToClassicGroup(nil, false)
+		if err != nil {
+			ch <- JoinResult{Err: err, MemberID: req.MemberID, Generation: -1}
+			return ch
+		}
+		res.durable = mark
+	}
+	ch <- res
 	return ch
 }
 
@@ -589,8 +621,8 @@ func (g *group) cgShouldDowngrade(ms []*cgMember) bool {
 
 // cgToClassicGroup is Kafka's convertToClassicGroup with ClassicGroup.fromConsumerGroup: the
 // consumer group without the leaving members becomes a Stable classic group at generation =
-// group epoch, each member assigned its target, and a rebalance starts.
-func (g *group) cgToClassicGroup(leaving []*cgMember) (durableMark, *kerr.Error) {
+// group epoch, each member assigned its target, and (rebalance) a rebalance starts.
+func (g *group) cgToClassicGroup(leaving []*cgMember, rebalance bool) (durableMark, *kerr.Error) {
 	gone := make(map[string]bool, len(leaving))
 	for _, m := range leaving {
 		gone[m.id] = true
@@ -668,6 +700,8 @@ func (g *group) cgToClassicGroup(leaving []*cgMember) (durableMark, *kerr.Error)
 		g.transition(Stable)
 	}
 	g.c.log.Info("consumer group downgraded to a classic group", "group", g.id, "generation", epoch, "members", len(members))
-	g.prepareRebalance()
+	if rebalance {
+		g.prepareRebalance()
+	}
 	return mark, nil
 }

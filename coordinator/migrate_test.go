@@ -425,3 +425,59 @@ func TestMigrationUpgradeAppendFailure(t *testing.T) {
 		t.Fatal("not upgraded")
 	}
 }
+
+// A static member of the classic protocol replacing the last static member of the consumer
+// protocol turns the group into a classic group without a rebalance; it takes the replaced
+// member's target assignment.
+func TestMigrationStaticReplacementDowngrade(t *testing.T) {
+	ts := &topicSet{}
+	ts.set("t", 1, 6)
+	h := newCGHarness(t, ts, nil)
+	a, b := &classicClient{topics: []string{"t"}}, &classicClient{topics: []string{"t"}}
+	classicGroupOfTwo(t, h, a, b)
+	inst := "i1"
+	r := h.c.ConsumerHeartbeat(ConsumerHeartbeatRequest{Group: "g", MemberID: "S", MemberEpoch: 0, InstanceID: &inst, RebalanceTimeoutMs: 30000,
+		SubscribedTopicNames: []string{"t"}, OwnedTopics: []ConsumerTopicPartitions{}, Version: 1, ClientID: "c", ClientHost: "/127.0.0.1"})()
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	s := &cgClient{id: "S", epoch: r.MemberEpoch, owned: partitions{}}
+	s.apply(r)
+	settleMixed(t, h, ts, "g", []*classicClient{a, b}, []*cgClient{s})
+	var target []ConsumerTopicPartitions
+	for _, m := range h.c.ConsumerDescribe("g").Members {
+		if m.MemberID == "S" {
+			target = m.TargetAssignment
+		}
+	}
+	if len(target) != 1 || len(target[0].Partitions) == 0 {
+		t.Fatalf("S's target: %+v", target)
+	}
+	// A known instance with another member id is fenced; an unknown one with a member id is
+	// unknown.
+	nc := &classicClient{topics: []string{"t"}}
+	req := nc.request("g")
+	req.InstanceID, req.MemberID = &inst, "other"
+	wantErr(t, "fenced static classic join", h.join(req).Err, kerr.FencedInstanceID)
+	other := "i2"
+	req.InstanceID = &other
+	wantErr(t, "unknown static classic join", h.join(req).Err, kerr.UnknownMemberID)
+
+	req.InstanceID, req.MemberID = &inst, ""
+	jr := h.join(req)
+	if jr.Err != nil {
+		t.Fatal(jr.Err)
+	}
+	if groupType(h, "g") != "classic" || h.state("g") != "Stable" || len(h.c.Describe("g").Members) != 3 {
+		t.Fatalf("after the replacement: %s %+v", groupType(h, "g"), h.c.Describe("g"))
+	}
+	sr := h.sync("g", jr.MemberID, jr.Generation)
+	if sr.Err != nil {
+		t.Fatalf("sync of the replacing member: %v", sr.Err)
+	}
+	nc.setAssignment(t, sr.Assignment)
+	if len(nc.owned["t"]) != len(target[0].Partitions) {
+		t.Fatalf("replacing member's assignment %v, S's target %v", nc.owned, target)
+	}
+	wantErr(t, "classic heartbeat after the replacement", h.heartbeat("g", a.id, a.gen), nil)
+}
