@@ -313,3 +313,125 @@ func TestMigrationPolicyDisabled(t *testing.T) {
 		t.Fatalf("classic join of a consumer group with the policy disabled: %v", err)
 	}
 }
+
+// TestMigrationFailover: on a 3-broker cluster, the broker coordinating a group with members of
+// both protocols stops; another one loads the group from its replica of __consumer_offsets
+// (members, their types and epochs) and the members carry on with it.
+func TestMigrationFailover(t *testing.T) {
+	bs := inproc.StartCluster(t, 3, migrationProps(nil))
+	addrs := []string{bs[0].Addr(), bs[1].Addr(), bs[2].Addr()}
+	const topic, group, parts = "mig-failover", "mig-failover-g", 4
+	adm, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	ka := kadm.NewClient(adm)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := ka.CreateTopic(ctx, parts, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	var lastErr error
+	stopped := make([]bool, len(bs))
+	describeCG := func() (kadm.DescribedConsumerGroup, bool) {
+		dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer dcancel()
+		// A new client each time: no coordinator cached from before a broker stopped.
+		var live []string
+		for i, b := range bs {
+			if !stopped[i] {
+				live = append(live, b.Addr())
+			}
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(live...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		gs, err := kadm.NewClient(cl).DescribeConsumerGroups(dctx, group)
+		g, ok := gs[group]
+		if !ok || g.Err != nil {
+			lastErr = fmt.Errorf("describe: %w; group %+v", err, g)
+			return g, false
+		}
+		return g, true
+	}
+	stable := func() bool {
+		g, ok := describeCG()
+		if !ok || g.State != "Stable" || len(g.Members) != 2 {
+			return false
+		}
+		n, classic := 0, 0
+		for _, m := range g.Members {
+			if m.MemberEpoch != g.Epoch {
+				return false
+			}
+			if m.MemberType == 0 {
+				classic++
+			}
+			m.Assignment.Each(func(string, int32) { n++ })
+		}
+		return classic == 1 && n == parts
+	}
+	own := &ownership{}
+	got := &consumed{seen: map[string]bool{}}
+	seeds := addrs[0] // the clients learn the other brokers from it
+	c1 := startClassic(t, seeds, group, topic, "classic", kgo.CooperativeStickyBalancer(), own, got)
+	waitUntil(t, 30*time.Second, "a classic member", func() bool { return listedTypeAny(t, addrs, group) == "classic" })
+	k := startMember(t, seeds, group, topic, "kip848", own, got)
+	waitUntil(t, 40*time.Second, "a stable mixed group", stable)
+	before, _ := describeCG()
+
+	coords := ka.FindGroupCoordinators(ctx, group)
+	if coords[group].Err != nil {
+		t.Fatalf("coordinator: %+v", coords)
+	}
+	node := coords[group].NodeID
+	sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
+	stopped[node-1] = true
+	if err := bs[node-1].Shutdown(sctx); err != nil {
+		t.Logf("shutdown of broker %d: %v", node, err)
+	}
+	scancel()
+	var after kadm.DescribedConsumerGroup
+	waitUntilOr(t, 40*time.Second, "the group on another coordinator", func() bool {
+		var ok bool
+		after, ok = describeCG()
+		if ok && (after.Coordinator.NodeID == node || len(after.Members) != 2) {
+			lastErr = fmt.Errorf("coordinator %d, %d members", after.Coordinator.NodeID, len(after.Members))
+		}
+		return ok && after.Coordinator.NodeID != node && len(after.Members) == 2
+	}, func() error { return lastErr })
+	if after.Epoch < before.Epoch {
+		t.Fatalf("epoch after failover %d, before %d", after.Epoch, before.Epoch)
+	}
+	waitUntilOr(t, 40*time.Second, "the members back", stable, func() error { return lastErr })
+	k.stop()
+	c1.stop()
+	own.check(t)
+}
+
+// listedTypeAny is listedType through any of addrs.
+func listedTypeAny(t *testing.T, addrs []string, group string) string {
+	t.Helper()
+	for _, a := range addrs {
+		if typ := listedType(t, a, group); typ != "" {
+			return typ
+		}
+	}
+	return ""
+}
+
+// waitUntilOr is waitUntil reporting why (last) when it times out.
+func waitUntilOr(t *testing.T, d time.Duration, what string, cond func() bool, last func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s: %v", what, last())
+}
