@@ -231,11 +231,11 @@ func (g *group) classicToConsumer() ([]kv, func(), *cgErr) {
 		}
 		sub, err := decodeSubscription(meta)
 		if err != nil {
-			return nil, nil, cgFail(kerr.GroupIDNotFound, "Cannot upgrade the classic group %s to consumer group because the embedded consumer protocol is malformed.", g.id)
+			return nil, nil, cgFail(kerr.GroupIDNotFound, "Cannot upgrade classic group %s to consumer group because the embedded consumer protocol is malformed.", g.id)
 		}
 		assigned, err := decodeAssignment(topics, m.assignment)
 		if err != nil {
-			return nil, nil, cgFail(kerr.GroupIDNotFound, "Cannot upgrade the classic group %s to consumer group because the embedded consumer protocol is malformed.", g.id)
+			return nil, nil, cgFail(kerr.GroupIDNotFound, "Cannot upgrade classic group %s to consumer group because the embedded consumer protocol is malformed.", g.id)
 		}
 		nm := &cgMember{
 			id: m.id, instanceID: m.instanceID, rackID: sub.Rack, clientID: m.clientID, clientHost: m.clientHost,
