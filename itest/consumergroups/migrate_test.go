@@ -33,14 +33,15 @@ func migrationProps(extra map[string]string) map[string]string {
 	return p
 }
 
-// startClassic starts a consumer of the classic protocol with balancer bal.
-func startClassic(t *testing.T, addr, group, topic, name string, bal kgo.GroupBalancer, own *ownership, got *consumed) *member {
+// startClassic starts a consumer of the classic protocol with balancers bals (its protocols, in
+// order of preference).
+func startClassic(t *testing.T, addr, group, topic, name string, own *ownership, got *consumed, bals ...kgo.GroupBalancer) *member {
 	t.Helper()
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(addr),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
-		kgo.Balancers(bal),
+		kgo.Balancers(bals...),
 		kgo.SessionTimeout(6*time.Second),
 		kgo.HeartbeatInterval(300*time.Millisecond),
 		kgo.RebalanceTimeout(10*time.Second),
@@ -173,8 +174,8 @@ func TestMigrationOnline(t *testing.T) {
 				produce(t, addr, topic, records, 15*time.Millisecond) // about 6s of traffic
 			}()
 
-			c1 := startClassic(t, addr, group, topic, "classic-1", tc.bal(), own, got)
-			c2 := startClassic(t, addr, group, topic, "classic-2", tc.bal(), own, got)
+			c1 := startClassic(t, addr, group, topic, "classic-1", own, got, tc.bal())
+			c2 := startClassic(t, addr, group, topic, "classic-2", own, got, tc.bal())
 			waitUntil(t, 20*time.Second, "a stable classic group", func() bool { return classicStable(t, addr, group, 2) })
 
 			k := startMember(t, addr, group, topic, "kip848", own, got)
@@ -214,7 +215,7 @@ func TestMigrationRestartMixed(t *testing.T) {
 	createTopic(t, addr, topic, parts)
 	own := &ownership{}
 	got := &consumed{seen: map[string]bool{}}
-	c1 := startClassic(t, addr, group, topic, "classic", kgo.CooperativeStickyBalancer(), own, got)
+	c1 := startClassic(t, addr, group, topic, "classic", own, got, kgo.CooperativeStickyBalancer())
 	waitUntil(t, 20*time.Second, "a stable classic group", func() bool { return classicStable(t, addr, group, 1) })
 	k := startMember(t, addr, group, topic, "kip848", own, got)
 	var before kmsg.ConsumerGroupDescribeResponseGroup
@@ -269,7 +270,7 @@ func TestMigrationPolicyDisabled(t *testing.T) {
 	createTopic(t, addr, topic, 2)
 	own := &ownership{}
 	got := &consumed{seen: map[string]bool{}}
-	c1 := startClassic(t, addr, group, topic, "classic", kgo.RangeBalancer(), own, got)
+	c1 := startClassic(t, addr, group, topic, "classic", own, got, kgo.RangeBalancer())
 	defer c1.stop()
 	waitUntil(t, 20*time.Second, "a stable classic group", func() bool { return classicStable(t, addr, group, 1) })
 
@@ -377,7 +378,7 @@ func TestMigrationFailover(t *testing.T) {
 	own := &ownership{}
 	got := &consumed{seen: map[string]bool{}}
 	seeds := addrs[0] // the clients learn the other brokers from it
-	c1 := startClassic(t, seeds, group, topic, "classic", kgo.CooperativeStickyBalancer(), own, got)
+	c1 := startClassic(t, seeds, group, topic, "classic", own, got, kgo.CooperativeStickyBalancer())
 	waitUntil(t, 30*time.Second, "a classic member", func() bool { return listedTypeAny(t, addrs, group) == "classic" })
 	k := startMember(t, seeds, group, topic, "kip848", own, got)
 	waitUntil(t, 40*time.Second, "a stable mixed group", stable)
@@ -434,4 +435,47 @@ func waitUntilOr(t *testing.T, d time.Duration, what string, cond func() bool, l
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s: %v", what, last())
+}
+
+// TestMigrationMixedChurn: members of both protocols join and leave a consumer group while
+// records flow (a classic member's LeaveGroup, a KIP-848 member's leave, new classic members
+// joining the consumer group); no partition is owned by two members at once and every record
+// is consumed.
+func TestMigrationMixedChurn(t *testing.T) {
+	b := inproc.Start(t, migrationProps(nil))
+	addr := b.Addr()
+	const topic, group, parts, records = "mig-churn", "mig-churn-g", 6, 500
+	createTopic(t, addr, topic, parts)
+	own := &ownership{}
+	got := &consumed{seen: map[string]bool{}}
+	var prodWG sync.WaitGroup
+	prodWG.Add(1)
+	go func() {
+		defer prodWG.Done()
+		produce(t, addr, topic, records, 12*time.Millisecond) // about 6s of traffic
+	}()
+	c1 := startClassic(t, addr, group, topic, "classic-1", own, got, kgo.CooperativeStickyBalancer())
+	waitUntil(t, 20*time.Second, "a stable classic group", func() bool { return classicStable(t, addr, group, 1) })
+	k1 := startMember(t, addr, group, topic, "kip848-1", own, got)
+	c2 := startClassic(t, addr, group, topic, "classic-2", own, got, kgo.CooperativeStickyBalancer())
+	k2 := startMember(t, addr, group, topic, "kip848-2", own, got)
+	waitUntil(t, 30*time.Second, "a stable mixed group of 4", func() bool { return mixedStable(t, addr, group, 2, 2, parts) })
+	// Churn, bounded to 4 changes about a second apart.
+	time.Sleep(time.Second)
+	c1.stop() // LeaveGroup of a classic member of a consumer group
+	time.Sleep(time.Second)
+	// An eager member that also speaks the protocol the other classic member uses (a member
+	// with no protocol in common with them gets INCONSISTENT_GROUP_PROTOCOL).
+	c3 := startClassic(t, addr, group, topic, "classic-3", own, got, kgo.RangeBalancer(), kgo.CooperativeStickyBalancer())
+	time.Sleep(time.Second)
+	k1.stop()
+	time.Sleep(time.Second)
+	k3 := startMember(t, addr, group, topic, "kip848-3", own, got)
+	waitUntil(t, 30*time.Second, "a stable mixed group after the churn", func() bool { return mixedStable(t, addr, group, 2, 2, parts) })
+	prodWG.Wait()
+	waitUntil(t, 20*time.Second, "every record consumed", func() bool { return got.count() >= records })
+	for _, m := range []*member{c2, c3, k2, k3} {
+		m.stop()
+	}
+	own.check(t)
 }
