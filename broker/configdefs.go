@@ -138,6 +138,7 @@ var brokerConfigDefs = []ConfigDef{
 	{Name: "group.consumer.max.heartbeat.interval.ms", Type: TypeInt, Unit: "ms", Default: "15000", Valid: atLeast(1), Doc: "Upper bound of group.consumer.heartbeat.interval.ms."},
 	{Name: "group.consumer.max.size", Type: TypeInt, Unit: "members", Default: "2147483647", Valid: atLeast(1), Doc: "Most members a KIP-848 consumer group may have (GROUP_MAX_SIZE_REACHED beyond)."},
 	{Name: "group.consumer.regex.refresh.interval.ms", Type: TypeInt, Unit: "ms", Default: "600000", Valid: atLeast(10000), Internal: true, Doc: "How often a KIP-848 consumer group resolves its members' regular-expression subscriptions again (checked at a member's heartbeat) when nothing else asked for it, so that topics whose DESCRIBE ACLs were added or removed join or leave the resolution. Kafka 4.x's internal key of the same name (not listed by DescribeConfigs)."},
+	{Name: "group.consumer.migration.policy", Type: TypeString, Default: "bidirectional", Valid: oneOfFold("disabled", "upgrade", "downgrade", "bidirectional"), Doc: "Online conversion of a non-empty group between the classic protocol and the KIP-848 consumer protocol (empty groups convert both ways whatever the policy). upgrade: a KIP-848 member joining a classic group of protocol type consumer turns it into a consumer group whose classic members keep their assignment and keep using JoinGroup/SyncGroup/Heartbeat/LeaveGroup; downgrade: when members of a consumer group leave or are fenced and only members of the classic protocol remain, the group becomes a classic group of them and rebalances; bidirectional: both; disabled: neither (a member of the other protocol gets INCONSISTENT_GROUP_PROTOCOL or GROUP_ID_NOT_FOUND). Case-insensitive."},
 	{Name: "group.consumer.assignors", Type: TypeList, Default: "uniform,range", Doc: "Server-side assignors of KIP-848 consumer groups, by name (uniform, range) or by the class name of Kafka's built-in ones (org.apache.kafka.coordinator.group.assignor.UniformAssignor, ...RangeAssignor); the first is the default for members that name none. Custom assignor classes are refused at start."},
 	{Name: "group.share.session.timeout.ms", Type: TypeInt, Unit: "ms", Default: "45000", Valid: atLeast(1), Doc: "Session timeout of share group members (KIP-932): a member that sends no ShareGroupHeartbeat for this long is removed from its group. A group's share.session.timeout.ms overrides it. Must lie within group.share.min.session.timeout.ms and group.share.max.session.timeout.ms and exceed group.share.heartbeat.interval.ms."},
 	{Name: "group.share.min.session.timeout.ms", Type: TypeInt, Unit: "ms", Default: "45000", Valid: atLeast(1), Doc: "Smallest share.session.timeout.ms a share group may be given."},
@@ -325,14 +326,18 @@ func (l levelValidator) String() string {
 func fmtBound(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // enumValidator is Kafka's ValidString.in (one value) or ValidList.in (a comma-separated list
-// of values, at least one); case-sensitive, as in Kafka.
+// of values, at least one); case-sensitive, as in Kafka (oneOfFold: ignoring case).
 type enumValidator struct {
 	values []string
 	list   bool
+	fold   bool // compare ignoring case (Kafka's CaseInsensitiveValidString)
 }
 
 func oneOf(values ...string) Validator  { return enumValidator{values: values} }
 func listOf(values ...string) Validator { return enumValidator{values: values, list: true} }
+
+// oneOfFold is Kafka's CaseInsensitiveValidString.in: one value, compared ignoring case.
+func oneOfFold(values ...string) Validator { return enumValidator{values: values, fold: true} }
 
 func (e enumValidator) check(v string) error {
 	items := []string{v}
@@ -342,6 +347,12 @@ func (e enumValidator) check(v string) error {
 	for _, it := range items {
 		if e.list {
 			it = strings.TrimSpace(it)
+		}
+		if e.fold {
+			if !slices.ContainsFunc(e.values, func(v string) bool { return strings.EqualFold(v, it) }) {
+				return fmt.Errorf("value must be one of (case-insensitive): %s", e.names())
+			}
+			continue
 		}
 		if !slices.Contains(e.values, it) && e.list {
 			return fmt.Errorf("item %q must be one of: %s", it, e.names())

@@ -192,6 +192,7 @@ var (
 	keyGroupConsumerMaxSize             = intKey("group.consumer.max.size")
 	keyGroupConsumerAssignors           = listKey("group.consumer.assignors")
 	keyGroupConsumerRegexRefresh        = msKey("group.consumer.regex.refresh.interval.ms")
+	keyGroupConsumerMigrationPolicy     = stringKey("group.consumer.migration.policy")
 	keyGroupShareSessionTimeout         = msKey("group.share.session.timeout.ms")
 	keyGroupShareMinSessionTimeout      = msKey("group.share.min.session.timeout.ms")
 	keyGroupShareMaxSessionTimeout      = msKey("group.share.max.session.timeout.ms")

@@ -53,6 +53,7 @@ type consumerGroupSettings struct {
 	maxSize                           int
 	assignors                         []assignor.Assignor
 	regexRefresh                      time.Duration
+	migration                         coordinator.MigrationPolicy
 }
 
 func (b *Broker) consumerGroupConfig() (consumerGroupSettings, error) {
@@ -99,6 +100,11 @@ func (b *Broker) consumerGroupConfig() (consumerGroupSettings, error) {
 	if len(cs.assignors) == 0 {
 		return cs, errors.New("group.consumer.assignors must name at least one assignor")
 	}
+	mp, ok := coordinator.ParseMigrationPolicy(keyGroupConsumerMigrationPolicy.Get(b.cfg))
+	if !ok {
+		return cs, fmt.Errorf("group.consumer.migration.policy: %q is not one of disabled, upgrade, downgrade, bidirectional", keyGroupConsumerMigrationPolicy.Get(b.cfg))
+	}
+	cs.migration = mp
 	return cs, nil
 }
 
@@ -145,6 +151,7 @@ func (b *Broker) openGroups() error {
 		ConsumerMaxSize:              cc.maxSize,
 		ConsumerAssignors:            cc.assignors,
 		ConsumerRegexRefreshInterval: cc.regexRefresh,
+		MigrationPolicy:              cc.migration,
 		Store:                        &offsetsStore{b: b},
 		InitialRebalanceDelay:        keyGroupInitialRebalanceDelay.Get(b.cfg),
 		MinSessionTimeout:            keyGroupMinSessionTimeout.Get(b.cfg),

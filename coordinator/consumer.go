@@ -151,19 +151,40 @@ type cgMember struct {
 	sessionDeadline time.Time
 	revokeDeadline  time.Time
 	revokeEpoch     int32
+
+	// classic is set for a member of the classic protocol (JoinGroup/SyncGroup, migrate.go).
+	// joinDeadline fences it when it does not rejoin in time after being told to;
+	// syncDeadline when it does not send SyncGroup in time after a JoinGroup.
+	classic      *classicMeta
+	joinDeadline time.Time
+	syncDeadline time.Time
 }
 
 func (m *cgMember) value() *cgMemberValue {
 	return &cgMemberValue{
 		InstanceID: m.instanceID, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost,
 		SubscribedTopics: m.topics, SubscribedRegex: m.regex, RebalanceTimeoutMs: m.rebalanceTimeoutMs,
-		ServerAssignor: m.serverAssignor,
+		ServerAssignor: m.serverAssignor, Classic: m.classic,
 	}
 }
 
 func (m *cgMember) currentValue() *cgCurrentValue {
 	return &cgCurrentValue{MemberEpoch: m.epoch, PreviousMemberEpoch: m.prevEpoch, State: m.state,
 		Assigned: m.assigned, PendingRevocation: m.pending}
+}
+
+// validateEpoch is Kafka's ConsumerGroup.validateMemberEpoch: a classic member's generation
+// must be its epoch (ILLEGAL_GENERATION), a consumer member's epoch its epoch
+// (STALE_MEMBER_EPOCH).
+func (m *cgMember) validateEpoch(epoch int32) *kerr.Error {
+	switch {
+	case epoch == m.epoch:
+		return nil
+	case m.classic != nil:
+		return kerr.IllegalGeneration
+	default:
+		return kerr.StaleMemberEpoch
+	}
 }
 
 func (m *cgMember) reconciledTo(epoch int32) bool { return m.state == msStable && m.epoch == epoch }
@@ -184,7 +205,7 @@ func eqStrPtr(a, b *string) bool {
 func sameMetadata(a, b *cgMember) bool {
 	return sameSubscription(a, b) && eqStrPtr(a.instanceID, b.instanceID) && eqStrPtr(a.rackID, b.rackID) &&
 		a.clientID == b.clientID && a.clientHost == b.clientHost && a.rebalanceTimeoutMs == b.rebalanceTimeoutMs &&
-		eqStrPtr(a.serverAssignor, b.serverAssignor)
+		eqStrPtr(a.serverAssignor, b.serverAssignor) && sameClassic(a.classic, b.classic)
 }
 
 type tpKey struct {
@@ -429,7 +450,21 @@ func (g *group) cgHeartbeat(req *ConsumerHeartbeatRequest) (res ConsumerHeartbea
 	if req.MemberEpoch == leaveEpoch || req.MemberEpoch == staticLeaveEpoch {
 		return g.cgLeave(req)
 	}
-	if e := g.cgEnsureConsumer(req.MemberEpoch == 0); e != nil {
+	var recs []kv
+	if g.typ == TypeClassic && req.MemberEpoch == 0 && (len(g.members) > 0 || len(g.pending) > 0) {
+		// An online upgrade (migrate.go): its records go in the same batch as this member's
+		// join, and the classic group comes back if the join fails.
+		conv, undo, e := g.classicToConsumer()
+		if e != nil {
+			return fail(e)
+		}
+		recs = conv
+		defer func() {
+			if res.Err != nil {
+				undo()
+			}
+		}()
+	} else if e := g.cgEnsureConsumer(req.MemberEpoch == 0); e != nil {
 		return fail(e)
 	}
 	cg := g.cg
@@ -446,7 +481,6 @@ func (g *group) cgHeartbeat(req *ConsumerHeartbeatRequest) (res ConsumerHeartbea
 	if memberID == "" {
 		memberID = newMemberID(req.ClientID)
 	}
-	var recs []kv
 	var replaced *cgMember // a static member this one replaces
 	old := cg.members[memberID]
 	if req.InstanceID == nil {
@@ -520,158 +554,14 @@ func (g *group) cgHeartbeat(req *ConsumerHeartbeatRequest) (res ConsumerHeartbea
 	if m.topics == nil {
 		m.topics = []string{}
 	}
-	prev := old
-	if replaced != nil {
-		prev = replaced
-	}
-	bump := false
-	if prev == nil || !sameMetadata(prev, m) || replaced != nil {
-		recs = append(recs, kv{Key: cgMemberKey(g.id, m.id), Value: appendCGMemberValue(nil, m.value())})
-		if prev == nil || !sameSubscription(prev, m) {
-			bump = true
-		}
-	}
-	if old == nil && replaced == nil {
-		bump = true // a new member
-	}
-	if replaced != nil {
-		// Kafka's replaceMember: the old member's records go, the new one takes its target.
-		recs = append(recs,
-			kv{Key: cgCurrentKey(g.id, replaced.id)},
-			kv{Key: cgTargetMemberKey(g.id, replaced.id)},
-			kv{Key: cgMemberKey(g.id, replaced.id)})
-		if t, ok := cg.target[replaced.id]; ok {
-			recs = append(recs, kv{Key: cgTargetMemberKey(g.id, m.id), Value: appendCGTargetMemberValue(nil, t)})
-		}
-	}
 	if old != nil && req.MemberEpoch == 0 && (old.epoch != 0 || old.assigned.count() > 0 || old.pending.count() > 0) {
 		// A rejoin: the member abandoned what it owned.
 		m.epoch, m.prevEpoch, m.state, m.assigned, m.pending = 0, 0, msStable, partitions{}, partitions{}
 	}
-
-	// The regexes and the subscribed topics' metadata; the group epoch. The regexes' new
-	// resolutions apply at once (they are derived from the topics) and are put back if the
-	// records cannot be written.
-	members := g.cgMembersWith(m, replaced)
-	regexRecs, regexChanged, regexRefreshed := g.cgResolveRegexes(members, req.CanDescribe, true)
-	recs = append(recs, regexRecs...)
-	savedRegexes, savedStale := maps.Clone(cg.regexes), cg.regexStale
-	g.cgApplyRegexRecords(regexRecs)
-	if regexRefreshed {
-		cg.regexStale = false
+	mark, startAssigned, e := g.cgCommitMember(m, old, replaced, req.OwnedTopics, recs, req.CanDescribe, true)
+	if e != nil {
+		return fail(e)
 	}
-	epoch, hash := cg.epoch, cg.metaHash
-	if bump || cg.metaDirty || regexChanged {
-		if h := topicsHash(g.cgSubscribedTopics(members)); h != hash {
-			bump, hash = true, h
-		}
-		if bump || regexChanged {
-			epoch++
-			recs = append(recs, kv{Key: cgMetadataKey(g.id), Value: appendCGMetadataValue(nil, cgMetadataValue{Epoch: epoch, MetadataHash: hash})})
-		}
-	}
-
-	// 2. The target assignment, when the group epoch moved past it.
-	targetEpoch := cg.assignmentEpoch
-	var newTargets map[string]partitions
-	if epoch > cg.assignmentEpoch {
-		var e *cgErr
-		newTargets, e = g.cgComputeTarget(members, g.cgSubscribedTopics(members))
-		if e != nil {
-			cg.regexes, cg.regexStale = savedRegexes, savedStale
-			return fail(e)
-		}
-		for _, mm := range members {
-			t := newTargets[mm.id]
-			if cur, ok := cg.target[mm.id]; !ok || !cur.equal(t) || (replaced != nil && mm.id == m.id) {
-				recs = append(recs, kv{Key: cgTargetMemberKey(g.id, mm.id), Value: appendCGTargetMemberValue(nil, t)})
-			}
-		}
-		recs = append(recs, kv{Key: cgTargetMetadataKey(g.id), Value: appendCGEpochValue(nil, epoch)})
-		targetEpoch = epoch
-	}
-	target := cg.target[m.id]
-	if newTargets != nil {
-		target = newTargets[m.id]
-	} else if replaced != nil {
-		target = cg.target[replaced.id]
-	}
-
-	// 3. Reconcile the member towards its target.
-	ownerEpoch := func(t [16]byte, p int32) int32 {
-		k := tpKey{t, p}
-		if e, ok := cg.ownerEpoch[k]; ok {
-			// The member's own partitions (its previous current assignment) are not taken.
-			if prev != nil && (prev.assigned.has(t, p) || prev.pending.has(t, p)) {
-				return -1
-			}
-			return e
-		}
-		return -1
-	}
-	if !m.reconciledTo(targetEpoch) {
-		next := reconcile(m, targetEpoch, target, ownerEpoch, req.OwnedTopics)
-		m.epoch, m.prevEpoch, m.state, m.assigned, m.pending = next.MemberEpoch, next.PreviousMemberEpoch, next.State, next.Assigned, next.PendingRevocation
-	}
-	after := m.currentValue()
-	currentChanged := old == nil || !sameCurrent(old.currentValue(), after)
-	if currentChanged {
-		recs = append(recs, kv{Key: cgCurrentKey(g.id, m.id), Value: appendCGCurrentValue(nil, after)})
-	}
-	startAssigned := partitions{}
-	switch {
-	case old != nil:
-		startAssigned = old.assigned
-	case replaced != nil:
-		startAssigned = replaced.assigned
-	}
-
-	// Write, then apply.
-	var mark durableMark
-	if len(recs) > 0 {
-		var err error
-		mark, err = g.appendRecords(recs)
-		if err != nil {
-			g.c.log.Warn("consumer group heartbeat: writing records failed", "group", g.id, "err", err)
-			cg.regexes, cg.regexStale = savedRegexes, savedStale
-			return fail(cgFail(appendError(err), ""))
-		}
-	} else {
-		mark = g.lastMark()
-	}
-	if replaced != nil {
-		cg.removeMember(replaced)
-		g.c.log.Info("static member replaced", "group", g.id, "instance", *m.instanceID, "old", replaced.id, "member", m.id)
-	}
-	if old != nil {
-		cg.setOwned(old, true)
-	} else {
-		g.c.log.Info("member joins the consumer group", "group", g.id, "member", m.id)
-	}
-	cg.members[m.id] = m
-	if m.instanceID != nil {
-		cg.static[*m.instanceID] = m.id
-	}
-	cg.setOwned(m, false)
-	cg.epoch, cg.metaHash, cg.metaDirty = epoch, hash, false
-	if newTargets != nil {
-		for id, t := range newTargets {
-			cg.target[id] = t
-		}
-		cg.assignmentEpoch = targetEpoch
-	} else if replaced != nil {
-		cg.target[m.id] = target
-	}
-	if m.state == msUnrevoked {
-		if m.revokeDeadline.IsZero() || m.revokeEpoch != m.epoch {
-			m.revokeEpoch = m.epoch
-			m.revokeDeadline = g.now().Add(time.Duration(max(m.rebalanceTimeoutMs, 0)) * time.Millisecond)
-		}
-	} else {
-		m.revokeDeadline = time.Time{}
-	}
-	m.sessionDeadline = g.now().Add(g.c.cfg.ConsumerSessionTimeout)
-	g.cgSyncClassicView()
 
 	res = ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: m.epoch,
 		HeartbeatIntervalMs: int32(g.c.cfg.ConsumerHeartbeatInterval / time.Millisecond), durable: mark}
@@ -1158,29 +1048,58 @@ func (g *group) cgLeave(req *ConsumerHeartbeatRequest) ConsumerHeartbeatResult {
 
 // cgFence removes m (it left, or its session or rebalance timeout expired): tombstones for its
 // current assignment, target and metadata, and the group epoch bumped.
+// When only members of the classic protocol remain, the group may become a classic group
+// instead (cgFenceMembers).
 func (g *group) cgFence(m *cgMember, why string) (durableMark, *kerr.Error) {
-	cg := g.cg
-	recs := []kv{
-		{Key: cgCurrentKey(g.id, m.id)},
-		{Key: cgTargetMemberKey(g.id, m.id)},
-		{Key: cgMemberKey(g.id, m.id)},
+	return g.cgFenceMembers([]*cgMember{m}, why)
+}
+
+// cgFenceMembers is Kafka's consumerGroupFenceMembers: ms are removed, or, when the members
+// left all use the classic protocol and the policy allows it, the group becomes a classic
+// group of them (cgShouldDowngrade, cgToClassicGroup).
+func (g *group) cgFenceMembers(ms []*cgMember, why string) (durableMark, *kerr.Error) {
+	if g.cgShouldDowngrade(ms) {
+		for _, m := range ms {
+			g.c.log.Info("member removed from the consumer group", "group", g.id, "member", m.id, "reason", why)
+		}
+		return g.cgToClassicGroup(ms, true)
 	}
-	members := g.cgMembersWith(nil, m)
+	return g.cgRemoveMembers(ms, why)
+}
+
+// cgRemoveMembers removes ms: tombstones for their current assignments, targets and metadata,
+// and the group epoch bumped once.
+func (g *group) cgRemoveMembers(ms []*cgMember, why string) (durableMark, *kerr.Error) {
+	cg := g.cg
+	var recs []kv
+	gone := map[string]bool{}
+	for _, m := range ms {
+		gone[m.id] = true
+		recs = append(recs, kv{Key: cgCurrentKey(g.id, m.id)}, kv{Key: cgTargetMemberKey(g.id, m.id)}, kv{Key: cgMemberKey(g.id, m.id)})
+	}
+	members := make([]*cgMember, 0, len(cg.members))
+	for _, mm := range g.cgMembersWith(nil, nil) {
+		if !gone[mm.id] {
+			members = append(members, mm)
+		}
+	}
 	regexRecs, _, _ := g.cgResolveRegexes(members, nil, false)
 	recs = append(recs, regexRecs...)
 	epoch := cg.epoch + 1
 	recs = append(recs, kv{Key: cgMetadataKey(g.id), Value: appendCGMetadataValue(nil, cgMetadataValue{Epoch: epoch, MetadataHash: cg.metaHash})})
 	mark, err := g.appendRecords(recs)
 	if err != nil {
-		g.c.log.Warn("consumer group: writing a member's removal failed", "group", g.id, "member", m.id, "err", err)
+		g.c.log.Warn("consumer group: writing a member's removal failed", "group", g.id, "err", err)
 		return durableMark{}, appendError(err)
 	}
-	cg.removeMember(m)
+	for _, m := range ms {
+		cg.removeMember(m)
+		g.c.log.Info("member removed from the consumer group", "group", g.id, "member", m.id, "reason", why)
+	}
 	g.cgApplyRegexRecords(regexRecs)
 	cg.epoch = epoch
 	cg.metaDirty = true // the subscribed topics may have shrunk
 	g.cgSyncClassicView()
-	g.c.log.Info("member removed from the consumer group", "group", g.id, "member", m.id, "reason", why)
 	return mark, nil
 }
 
@@ -1190,6 +1109,8 @@ func (g *group) cgNextDeadline() time.Time {
 	for _, m := range g.cg.members {
 		next = earliest(next, m.sessionDeadline)
 		next = earliest(next, m.revokeDeadline)
+		next = earliest(next, m.joinDeadline)
+		next = earliest(next, m.syncDeadline)
 	}
 	return next
 }
@@ -1210,6 +1131,10 @@ func (g *group) cgOnDeadlines(now time.Time) {
 		switch {
 		case !m.sessionDeadline.IsZero() && !m.sessionDeadline.After(now):
 			why = "the member session expired"
+		case !m.joinDeadline.IsZero() && !m.joinDeadline.After(now):
+			why = "the classic member failed to join within the rebalance timeout"
+		case !m.syncDeadline.IsZero() && !m.syncDeadline.After(now):
+			why = "the member failed to sync within timeout"
 		case !m.revokeDeadline.IsZero() && !m.revokeDeadline.After(now):
 			if m.epoch != m.revokeEpoch || m.state != msUnrevoked {
 				m.revokeDeadline = time.Time{}
@@ -1222,7 +1147,10 @@ func (g *group) cgOnDeadlines(now time.Time) {
 		if _, err := g.cgFence(m, why); err != nil {
 			// Retry at the next deadline check rather than spin.
 			m.sessionDeadline = now.Add(time.Second)
-			m.revokeDeadline = time.Time{}
+			m.revokeDeadline, m.joinDeadline, m.syncDeadline = time.Time{}, time.Time{}, time.Time{}
+		}
+		if g.typ != TypeConsumer {
+			return // downgraded to a classic group
 		}
 	}
 }
@@ -1262,13 +1190,10 @@ func (g *group) cgValidateCommit(epoch int32, memberID string, transactional boo
 	if m == nil {
 		return kerr.UnknownMemberID
 	}
-	if !transactional && version > 0 && version < 9 {
+	if !transactional && m.classic == nil && version > 0 && version < 9 {
 		return kerr.UnsupportedVersion
 	}
-	if epoch != m.epoch {
-		return kerr.StaleMemberEpoch
-	}
-	return nil
+	return m.validateEpoch(epoch)
 }
 
 // cgValidateFetch is Kafka's ConsumerGroup.validateOffsetFetch.
@@ -1284,10 +1209,7 @@ func (g *group) cgValidateFetch(memberID *string, epoch int32) *kerr.Error {
 	if m == nil {
 		return kerr.UnknownMemberID
 	}
-	if epoch != m.epoch {
-		return kerr.StaleMemberEpoch
-	}
-	return nil
+	return m.validateEpoch(epoch)
 }
 
 // ---- describe ----
@@ -1304,7 +1226,8 @@ type ConsumerMemberDescription struct {
 	SubscribedTopicRegex *string
 	Assignment           []ConsumerTopicPartitions
 	TargetAssignment     []ConsumerTopicPartitions
-	// MemberType is 1 for a member of the consumer protocol (ConsumerGroupDescribe v1).
+	// MemberType is 1 for a member of the consumer protocol, 0 for one of the classic protocol
+	// (ConsumerGroupDescribe v1).
 	MemberType int8
 }
 
@@ -1353,7 +1276,172 @@ func (g *group) cgDescribe() ConsumerGroupDescription {
 			ClientID: m.clientID, ClientHost: m.clientHost, SubscribedTopicNames: m.topics, SubscribedTopicRegex: m.regex,
 			Assignment: toTopicPartitions(m.assigned), TargetAssignment: toTopicPartitions(cg.target[m.id]), MemberType: 1,
 		}
+		if m.classic != nil {
+			md.MemberType = 0
+		}
 		d.Members = append(d.Members, md)
 	}
 	return d
+}
+
+// cgCommitMember is the common part of a member's heartbeat (ConsumerGroupHeartbeat, or a
+// JoinGroup of a classic member): given the member updated from the request (m), its previous
+// self (old) or the static member it replaces (replaced), the partitions it reports owning
+// (nil: not reported) and the records gathered so far, it bumps the group epoch when the
+// subscriptions or their topics changed, computes a new target assignment when the group epoch
+// moved past it, reconciles m towards its target, writes the records and applies them. It
+// returns the durability mark and the member's assignment before the change. canDescribe and
+// resolveRegexes are cgResolveRegexes' (a classic member's JoinGroup resolves no regex: it
+// subscribes by name, and a refresh it would trigger waits for the next heartbeat of a member
+// whose principal's ACLs it can apply).
+func (g *group) cgCommitMember(m, old, replaced *cgMember, owned []ConsumerTopicPartitions, recs []kv, canDescribe func(string) bool, resolveRegexes bool) (durableMark, partitions, *cgErr) {
+	cg := g.cg
+	prev := old
+	if replaced != nil {
+		prev = replaced
+	}
+	bump := false
+	if prev == nil || !sameMetadata(prev, m) || replaced != nil {
+		recs = append(recs, kv{Key: cgMemberKey(g.id, m.id), Value: appendCGMemberValue(nil, m.value())})
+		if prev == nil || !sameSubscription(prev, m) {
+			bump = true
+		}
+	}
+	if old == nil && replaced == nil {
+		bump = true // a new member
+	}
+	if replaced != nil {
+		// Kafka's replaceMember: the old member's records go, the new one takes its target.
+		recs = append(recs,
+			kv{Key: cgCurrentKey(g.id, replaced.id)},
+			kv{Key: cgTargetMemberKey(g.id, replaced.id)},
+			kv{Key: cgMemberKey(g.id, replaced.id)})
+		if t, ok := cg.target[replaced.id]; ok {
+			recs = append(recs, kv{Key: cgTargetMemberKey(g.id, m.id), Value: appendCGTargetMemberValue(nil, t)})
+		}
+	}
+	// The regexes and the subscribed topics' metadata; the group epoch. The regexes' new
+	// resolutions apply at once (they are derived from the topics) and are put back if the
+	// records cannot be written.
+	members := g.cgMembersWith(m, replaced)
+	regexRecs, regexChanged, regexRefreshed := g.cgResolveRegexes(members, canDescribe, resolveRegexes)
+	recs = append(recs, regexRecs...)
+	savedRegexes, savedStale := maps.Clone(cg.regexes), cg.regexStale
+	g.cgApplyRegexRecords(regexRecs)
+	if regexRefreshed {
+		cg.regexStale = false
+	}
+	epoch, hash := cg.epoch, cg.metaHash
+	if bump || cg.metaDirty || regexChanged {
+		if h := topicsHash(g.cgSubscribedTopics(members)); h != hash {
+			bump, hash = true, h
+		}
+		if bump || regexChanged {
+			epoch++
+			recs = append(recs, kv{Key: cgMetadataKey(g.id), Value: appendCGMetadataValue(nil, cgMetadataValue{Epoch: epoch, MetadataHash: hash})})
+		}
+	}
+
+	// 2. The target assignment, when the group epoch moved past it.
+	targetEpoch := cg.assignmentEpoch
+	var newTargets map[string]partitions
+	if epoch > cg.assignmentEpoch {
+		var e *cgErr
+		newTargets, e = g.cgComputeTarget(members, g.cgSubscribedTopics(members))
+		if e != nil {
+			cg.regexes, cg.regexStale = savedRegexes, savedStale
+			return durableMark{}, nil, e
+		}
+		for _, mm := range members {
+			t := newTargets[mm.id]
+			if cur, ok := cg.target[mm.id]; !ok || !cur.equal(t) || (replaced != nil && mm.id == m.id) {
+				recs = append(recs, kv{Key: cgTargetMemberKey(g.id, mm.id), Value: appendCGTargetMemberValue(nil, t)})
+			}
+		}
+		recs = append(recs, kv{Key: cgTargetMetadataKey(g.id), Value: appendCGEpochValue(nil, epoch)})
+		targetEpoch = epoch
+	}
+	target := cg.target[m.id]
+	if newTargets != nil {
+		target = newTargets[m.id]
+	} else if replaced != nil {
+		target = cg.target[replaced.id]
+	}
+
+	// 3. Reconcile the member towards its target.
+	ownerEpoch := func(t [16]byte, p int32) int32 {
+		k := tpKey{t, p}
+		if e, ok := cg.ownerEpoch[k]; ok {
+			// The member's own partitions (its previous current assignment) are not taken.
+			if prev != nil && (prev.assigned.has(t, p) || prev.pending.has(t, p)) {
+				return -1
+			}
+			return e
+		}
+		return -1
+	}
+	if !m.reconciledTo(targetEpoch) {
+		next := reconcile(m, targetEpoch, target, ownerEpoch, owned)
+		m.epoch, m.prevEpoch, m.state, m.assigned, m.pending = next.MemberEpoch, next.PreviousMemberEpoch, next.State, next.Assigned, next.PendingRevocation
+	}
+	after := m.currentValue()
+	currentChanged := old == nil || !sameCurrent(old.currentValue(), after)
+	if currentChanged {
+		recs = append(recs, kv{Key: cgCurrentKey(g.id, m.id), Value: appendCGCurrentValue(nil, after)})
+	}
+	startAssigned := partitions{}
+	switch {
+	case old != nil:
+		startAssigned = old.assigned
+	case replaced != nil:
+		startAssigned = replaced.assigned
+	}
+
+	// Write, then apply.
+	var mark durableMark
+	if len(recs) > 0 {
+		var err error
+		mark, err = g.appendRecords(recs)
+		if err != nil {
+			g.c.log.Warn("consumer group heartbeat: writing records failed", "group", g.id, "err", err)
+			cg.regexes, cg.regexStale = savedRegexes, savedStale
+			return durableMark{}, nil, cgFail(appendError(err), "")
+		}
+	} else {
+		mark = g.lastMark()
+	}
+	if replaced != nil {
+		cg.removeMember(replaced)
+		g.c.log.Info("static member replaced", "group", g.id, "instance", *m.instanceID, "old", replaced.id, "member", m.id)
+	}
+	if old != nil {
+		cg.setOwned(old, true)
+	} else {
+		g.c.log.Info("member joins the consumer group", "group", g.id, "member", m.id)
+	}
+	cg.members[m.id] = m
+	if m.instanceID != nil {
+		cg.static[*m.instanceID] = m.id
+	}
+	cg.setOwned(m, false)
+	cg.epoch, cg.metaHash, cg.metaDirty = epoch, hash, false
+	if newTargets != nil {
+		for id, t := range newTargets {
+			cg.target[id] = t
+		}
+		cg.assignmentEpoch = targetEpoch
+	} else if replaced != nil {
+		cg.target[m.id] = target
+	}
+	if m.state == msUnrevoked {
+		if m.revokeDeadline.IsZero() || m.revokeEpoch != m.epoch {
+			m.revokeEpoch = m.epoch
+			m.revokeDeadline = g.now().Add(time.Duration(max(m.rebalanceTimeoutMs, 0)) * time.Millisecond)
+		}
+	} else {
+		m.revokeDeadline = time.Time{}
+	}
+	m.sessionDeadline = g.now().Add(g.c.memberSessionTimeout(m))
+	g.cgSyncClassicView()
+	return mark, startAssigned, nil
 }

@@ -128,7 +128,7 @@ func (c *Coordinator) installConsumerGroup(g *group, lc *loadedConsumerGroup, no
 		m := &cgMember{
 			id: id, instanceID: mv.InstanceID, rackID: mv.RackID, clientID: mv.ClientID, clientHost: mv.ClientHost,
 			topics: sortedUnique(mv.SubscribedTopics), regex: mv.SubscribedRegex, rebalanceTimeoutMs: mv.RebalanceTimeoutMs,
-			serverAssignor: mv.ServerAssignor, assigned: partitions{}, pending: partitions{},
+			serverAssignor: mv.ServerAssignor, assigned: partitions{}, pending: partitions{}, classic: mv.Classic,
 		}
 		if cv := lc.current[id]; cv != nil {
 			cg.updateCurrent(m, cv)
@@ -136,7 +136,7 @@ func (c *Coordinator) installConsumerGroup(g *group, lc *loadedConsumerGroup, no
 		if t, ok := lc.targets[id]; ok {
 			cg.target[id] = t
 		}
-		m.sessionDeadline = now.Add(c.cfg.ConsumerSessionTimeout)
+		m.sessionDeadline = now.Add(c.memberSessionTimeout(m))
 		if m.state == msUnrevoked {
 			m.revokeEpoch = m.epoch
 			m.revokeDeadline = now.Add(time.Duration(max(m.rebalanceTimeoutMs, 0)) * time.Millisecond)

@@ -215,8 +215,8 @@ func parseCGMetadataValue(b []byte) (cgMetadataValue, error) {
 	return v, nil
 }
 
-// cgMemberValue is ConsumerGroupMemberMetadataValue v0 (without the tagged
-// ClassicMemberMetadata, which only members of the classic protocol in a consumer group have).
+// cgMemberValue is ConsumerGroupMemberMetadataValue v0, with its tagged field 0
+// ClassicMemberMetadata (non-nil only for a member of the classic protocol in a consumer group).
 type cgMemberValue struct {
 	InstanceID         *string
 	RackID             *string
@@ -226,6 +226,48 @@ type cgMemberValue struct {
 	SubscribedRegex    *string
 	RebalanceTimeoutMs int32
 	ServerAssignor     *string
+	Classic            *classicMeta
+}
+
+// classicMeta is ConsumerGroupMemberMetadataValue.ClassicMemberMetadata: the session timeout
+// and the supported protocols (name, metadata) of a member that joined with JoinGroup.
+type classicMeta struct {
+	SessionTimeoutMs int32
+	Protocols        []Protocol
+}
+
+// appendClassicMeta encodes ClassicMemberMetadata (flexible: compact strings and bytes, tagged
+// fields ending every struct).
+func appendClassicMeta(dst []byte, c *classicMeta) []byte {
+	dst = kbin.AppendInt32(dst, c.SessionTimeoutMs)
+	dst = kbin.AppendCompactArrayLen(dst, len(c.Protocols))
+	for _, p := range c.Protocols {
+		dst = kbin.AppendCompactString(dst, p.Name)
+		dst = kbin.AppendCompactBytes(dst, p.Metadata)
+		dst = kbin.AppendUvarint(dst, 0)
+	}
+	return kbin.AppendUvarint(dst, 0)
+}
+
+// readClassicMeta decodes appendClassicMeta's encoding, bounding counts by the bytes left.
+func readClassicMeta(b []byte) (*classicMeta, error) {
+	r := kbin.Reader{Src: b}
+	c := &classicMeta{SessionTimeoutMs: r.Int32()}
+	n := r.CompactArrayLen()
+	if n < 0 || int(n) > len(r.Src) {
+		return nil, fmt.Errorf("ClassicMemberMetadata: %d protocols", n)
+	}
+	for i := int32(0); i < n && r.Ok(); i++ {
+		name := r.CompactString()
+		meta := r.CompactBytes()
+		skipTags(&r)
+		c.Protocols = append(c.Protocols, Protocol{Name: name, Metadata: append([]byte{}, meta...)})
+	}
+	skipTags(&r)
+	if err := r.Complete(); err != nil {
+		return nil, fmt.Errorf("ClassicMemberMetadata: %w", err)
+	}
+	return c, nil
 }
 
 func appendCGMemberValue(dst []byte, v *cgMemberValue) []byte {
@@ -241,7 +283,14 @@ func appendCGMemberValue(dst []byte, v *cgMemberValue) []byte {
 	dst = kbin.AppendCompactNullableString(dst, v.SubscribedRegex)
 	dst = kbin.AppendInt32(dst, v.RebalanceTimeoutMs)
 	dst = kbin.AppendCompactNullableString(dst, v.ServerAssignor)
-	return kbin.AppendUvarint(dst, 0)
+	if v.Classic == nil {
+		return kbin.AppendUvarint(dst, 0)
+	}
+	cm := appendClassicMeta(nil, v.Classic)
+	dst = kbin.AppendUvarint(dst, 1) // one tagged field
+	dst = kbin.AppendUvarint(dst, 0) // tag 0: ClassicMemberMetadata
+	dst = kbin.AppendUvarint(dst, uint32(len(cm)))
+	return append(dst, cm...)
 }
 
 func parseCGMemberValue(b []byte) (*cgMemberValue, error) {
@@ -265,7 +314,19 @@ func parseCGMemberValue(b []byte) (*cgMemberValue, error) {
 	v.SubscribedRegex = r.CompactNullableString()
 	v.RebalanceTimeoutMs = r.Int32()
 	v.ServerAssignor = r.CompactNullableString()
-	skipTags(&r)
+	nt := r.Uvarint()
+	for i := uint32(0); i < nt && r.Ok(); i++ {
+		tag := r.Uvarint()
+		size := r.Uvarint()
+		body := r.Span(int(size))
+		if tag == 0 && r.Ok() {
+			c, err := readClassicMeta(body)
+			if err != nil {
+				return nil, fmt.Errorf("ConsumerGroupMemberMetadataValue: %w", err)
+			}
+			v.Classic = c
+		}
+	}
 	if !r.Ok() {
 		return nil, fmt.Errorf("ConsumerGroupMemberMetadataValue: truncated")
 	}

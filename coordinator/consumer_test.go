@@ -216,8 +216,10 @@ func TestConsumerGroupErrors(t *testing.T) {
 	if f := h.c.FetchMember("g", nil, false, &id, a.epoch)(); f.Err != nil || len(f.Offsets) != 1 || f.Offsets[0].Offset != 5 {
 		t.Fatalf("fetch: %+v", f)
 	}
-	jr := h.join(joinReq("g", ""))
-	wantErr(t, "classic join", jr.Err, kerr.InconsistentGroupProtocol)
+	jreq := joinReq("g", "")
+	jreq.ProtocolType = "connect"
+	jr := h.join(jreq)
+	wantErr(t, "classic join of another protocol type", jr.Err, kerr.InconsistentGroupProtocol)
 	if d := h.c.Describe("g"); d.State != "Dead" || d.NotFound != "Group g is not a classic group." {
 		t.Fatalf("DescribeGroups of a consumer group: %+v", d)
 	}
@@ -408,10 +410,24 @@ func TestConsumerRecordBytes(t *testing.T) {
 	if got := appendCGMemberValue(nil, mem); !bytes.Equal(got, want) {
 		t.Fatalf("member value % x, want % x", got, want)
 	}
-	// A ClassicMemberMetadata tagged field (tag 0) is skipped.
-	withTag := append(append([]byte{}, want[:len(want)-1]...), 1, 0, 2, 0xAA, 0xBB)
-	if got, err := parseCGMemberValue(withTag); err != nil || got.ClientID != "c" || len(got.SubscribedTopics) != 1 || got.RebalanceTimeoutMs != 5 {
+	// An unknown tagged field is skipped.
+	withTag := append(append([]byte{}, want[:len(want)-1]...), 1, 5, 2, 0xAA, 0xBB)
+	if got, err := parseCGMemberValue(withTag); err != nil || got.ClientID != "c" || len(got.SubscribedTopics) != 1 || got.RebalanceTimeoutMs != 5 || got.Classic != nil {
 		t.Fatalf("member value with tag: %+v %v", got, err)
+	}
+	// The ClassicMemberMetadata tagged field (tag 0): session timeout, then the protocols
+	// (compact string name, compact bytes metadata, tags), then the struct's tags.
+	mem.Classic = &classicMeta{SessionTimeoutMs: 10, Protocols: []Protocol{{Name: "r", Metadata: []byte{7}}}}
+	wantTagged := append(append([]byte{}, want[:len(want)-1]...), 1, 0, 11, 0, 0, 0, 10, 2, 2, 'r', 2, 7, 0, 0)
+	if got := appendCGMemberValue(nil, mem); !bytes.Equal(got, wantTagged) {
+		t.Fatalf("member value with classic metadata % x, want % x", got, wantTagged)
+	}
+	if got, err := parseCGMemberValue(wantTagged); err != nil || got.Classic == nil || got.Classic.SessionTimeoutMs != 10 ||
+		len(got.Classic.Protocols) != 1 || got.Classic.Protocols[0].Name != "r" || !bytes.Equal(got.Classic.Protocols[0].Metadata, []byte{7}) {
+		t.Fatalf("member value with classic metadata: %+v %v", got, err)
+	}
+	if _, err := parseCGMemberValue(append(append([]byte{}, want[:len(want)-1]...), 1, 0, 5, 0, 0, 0, 10, 0x7f)); err == nil {
+		t.Fatal("a classic metadata claiming 126 protocols in 0 bytes parsed")
 	}
 	// ConsumerGroupCurrentMemberAssignmentValue v0.
 	tid := [16]byte{0xAB}

@@ -57,6 +57,10 @@ type Config struct {
 	ConsumerMaxSize              int
 	ConsumerAssignors            []assignor.Assignor
 	ConsumerRegexRefreshInterval time.Duration
+	// MigrationPolicy is group.consumer.migration.policy: which online conversions between a
+	// non-empty classic group and a consumer group happen (migrate.go). The zero value is
+	// Kafka's default, bidirectional.
+	MigrationPolicy MigrationPolicy
 
 	// Share configures KIP-932 share groups (share.go).
 	Share ShareConfig

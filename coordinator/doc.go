@@ -1,6 +1,7 @@
 // Package coordinator is weir's group coordinator: classic (pre-KIP-848) consumer groups, their
 // membership, generations and client-side assignments; KIP-848 consumer groups (consumer*.go:
-// member epochs, server-side target assignment, reconciliation); KIP-932 share groups (share*.go:
+// member epochs, server-side target assignment, reconciliation) and the online migration of a
+// group between the two protocols (migrate.go); KIP-932 share groups (share*.go:
 // membership, assignment, share-partition state initialization through sharestate.Persister);
 // and the committed offsets, all stored durably as records on the internal topic
 // __consumer_offsets exactly as Kafka stores them.

@@ -19,13 +19,17 @@ var updateFuzzOffsetsSeeds = flag.Bool("update-fuzz-offsets-seeds", false, "rewr
 // an error, never a panic or an unbounded allocation), and the key and value as a whole stored
 // batch to eachRecord. What decodes must survive a round trip through the encoders: the key
 // exactly; an offset value as the version appendOffsetValue picks (an expire timestamp forces
-// v1, which has no leader epoch); a group value as v3. A batch built from the key and value
+// v1, which has no leader epoch); a group value as v3; a consumer group member value (with its
+// ClassicMemberMetadata) as v0. A batch built from the key and value
 // yields them back (tombstone: the value is null); as a control batch, its marker type is the
 // key's second int16.
 //
 // Seeds: testdata/fuzz/FuzzOffsetsRecord (real keys and values of every version, written by
 // TestFuzzOffsetsRecordSeeds -update-fuzz-offsets-seeds).
 func FuzzOffsetsRecord(f *testing.F) {
+	// A consumer group member of the classic protocol (ClassicMemberMetadata, tag 0).
+	f.Add(cgMemberKey("g", "m"), appendCGMemberValue(nil, &cgMemberValue{ClientID: "c", ClientHost: "h", SubscribedTopics: []string{"t"},
+		RebalanceTimeoutMs: 5, Classic: &classicMeta{SessionTimeoutMs: 10, Protocols: []Protocol{{Name: "range", Metadata: []byte{0, 1}}}}}), false)
 	f.Fuzz(func(t *testing.T, key, value []byte, tombstone bool) {
 		if tombstone {
 			value = nil
@@ -53,6 +57,11 @@ func FuzzOffsetsRecord(f *testing.F) {
 		if g, err := parseGroupValue(value); err == nil {
 			if g2, err := parseGroupValue(appendGroupValue(nil, g)); err != nil || !reflect.DeepEqual(g, g2) {
 				t.Fatalf("group value round trip: %+v -> %+v, %v", g, g2, err)
+			}
+		}
+		if m, err := parseCGMemberValue(value); err == nil {
+			if m2, err := parseCGMemberValue(appendCGMemberValue(nil, m)); err != nil || !reflect.DeepEqual(m, m2) {
+				t.Fatalf("consumer group member value round trip: %+v -> %+v, %v", m, m2, err)
 			}
 		}
 		_ = eachRecord(key, func(k, v []byte) error { return nil })

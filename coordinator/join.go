@@ -23,10 +23,10 @@ func (g *group) join(req *JoinRequest) chan JoinResult {
 		return fail(kerr.CoordinatorNotAvailable, req.MemberID)
 	}
 	if g.typ == TypeConsumer {
-		// A consumer group: an empty one becomes a classic group, a non-empty one refuses
-		// members of the classic protocol (weir has no online migration).
+		// A consumer group: an empty one becomes a classic group; a non-empty one takes the
+		// member as a member of the classic protocol (migrate.go).
 		if len(g.cg.members) > 0 {
-			return fail(kerr.InconsistentGroupProtocol, req.MemberID)
+			return g.cgClassicJoin(req, ch)
 		}
 		if err := g.cgToClassic(); err != nil {
 			return fail(err, req.MemberID)
@@ -385,6 +385,10 @@ func (g *group) sync(req *SyncRequest) chan SyncResult {
 	if g.state == Dead {
 		return fail(kerr.CoordinatorNotAvailable)
 	}
+	if g.typ == TypeConsumer {
+		ch <- g.cgClassicSync(req)
+		return ch
+	}
 	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
 		return fail(err)
 	}
@@ -454,6 +458,9 @@ func (g *group) heartbeat(req *HeartbeatRequest) *kerr.Error {
 	if g.typ == TypeShare {
 		return kerr.UnknownMemberID
 	}
+	if g.typ == TypeConsumer {
+		return g.cgClassicHeartbeat(req)
+	}
 	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
 		return err
 	}
@@ -480,6 +487,9 @@ func (g *group) leave(members []LeaveMember) LeaveResult {
 	}
 	if g.typ == TypeShare {
 		return LeaveResult{Err: kerr.UnknownMemberID}
+	}
+	if g.typ == TypeConsumer {
+		return g.cgClassicLeave(members)
 	}
 	defer g.rearm()
 	res := LeaveResult{Members: make([]*kerr.Error, len(members))}

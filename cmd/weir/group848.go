@@ -86,7 +86,7 @@ func writeConsumerGroup(w io.Writer, g kadm.DescribedConsumerGroup, rows []lagRo
 		g.Group, g.State, g.Epoch, g.AssignmentEpoch, dash(g.AssignorName), len(g.Members), g.Coordinator.NodeID, g.Coordinator.Host, g.Coordinator.Port)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(g.Members) > 0 {
-		fmt.Fprintln(tw, "MEMBER\tINSTANCE\tCLIENT\tHOST\tEPOCH\tSUBSCRIBED\tASSIGNED\tTARGET")
+		fmt.Fprintln(tw, "MEMBER\tINSTANCE\tCLIENT\tHOST\tPROTOCOL\tEPOCH\tSUBSCRIBED\tASSIGNED\tTARGET")
 		for _, m := range g.Members {
 			inst := "-"
 			if m.InstanceID != nil {
@@ -96,14 +96,27 @@ func writeConsumerGroup(w io.Writer, g kadm.DescribedConsumerGroup, rows []lagRo
 			if m.SubscribedTopicRegex != nil && *m.SubscribedTopicRegex != "" {
 				sub = "regex:" + *m.SubscribedTopicRegex
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", m.MemberID, inst, m.ClientID, m.ClientHost,
-				m.MemberEpoch, dash(sub), topicsSetString(m.Assignment), topicsSetString(m.TargetAssignment))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", m.MemberID, inst, m.ClientID, m.ClientHost,
+				memberProtocol(m.MemberType), m.MemberEpoch, dash(sub), topicsSetString(m.Assignment), topicsSetString(m.TargetAssignment))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	return writeLagTable(w, rows)
+}
+
+// memberProtocol names a consumer group member's protocol (ConsumerGroupDescribe v1
+// MemberType): classic for one that joined with JoinGroup, consumer for KIP-848.
+func memberProtocol(t int8) string {
+	switch t {
+	case 0:
+		return "classic"
+	case 1:
+		return "consumer"
+	default:
+		return "-"
+	}
 }
 
 // writeLagTable prints the offsets table and the total lag (partitions with no commit or no

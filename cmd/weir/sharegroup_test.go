@@ -166,9 +166,9 @@ func TestWriteConsumerGroup(t *testing.T) {
 		Group: "g1", State: "Reconciling", Epoch: 7, AssignmentEpoch: 6, AssignorName: "uniform",
 		Coordinator: kadm.BrokerDetail{NodeID: 2, Host: "127.0.0.1", Port: 9093},
 		Members: []kadm.ConsumerGroupMember{
-			{MemberID: "m-a", InstanceID: &inst, ClientID: "c1", ClientHost: "/127.0.0.1", MemberEpoch: 6,
+			{MemberID: "m-a", InstanceID: &inst, ClientID: "c1", ClientHost: "/127.0.0.1", MemberEpoch: 6, MemberType: 0,
 				SubscribedTopics: []string{"events"}, Assignment: topicsSet("events", []int32{1, 0}), TargetAssignment: topicsSet("events", []int32{0})},
-			{MemberID: "m-b", ClientID: "c2", ClientHost: "/127.0.0.1", MemberEpoch: 7,
+			{MemberID: "m-b", ClientID: "c2", ClientHost: "/127.0.0.1", MemberEpoch: 7, MemberType: 1,
 				SubscribedTopics: []string{"events"}, Assignment: topicsSet(), TargetAssignment: topicsSet("events", []int32{1})},
 		},
 	}
@@ -187,9 +187,9 @@ func TestWriteConsumerGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "group g1: type consumer, state Reconciling, group epoch 7, assignment epoch 6, assignor uniform, 2 members, coordinator 2 (127.0.0.1:9093)\n" +
-		"MEMBER  INSTANCE  CLIENT  HOST        EPOCH  SUBSCRIBED  ASSIGNED    TARGET\n" +
-		"m-a     static-1  c1      /127.0.0.1  6      events      events:0,1  events:0\n" +
-		"m-b     -         c2      /127.0.0.1  7      events      -           events:1\n" +
+		"MEMBER  INSTANCE  CLIENT  HOST        PROTOCOL  EPOCH  SUBSCRIBED  ASSIGNED    TARGET\n" +
+		"m-a     static-1  c1      /127.0.0.1  classic   6      events      events:0,1  events:0\n" +
+		"m-b     -         c2      /127.0.0.1  consumer  7      events      -           events:1\n" +
 		"TOPIC   PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  MEMBER\n" +
 		"events  0          4               10              6    m-a\n" +
 		"events  1          -               3               -    m-a\n" +
