@@ -498,8 +498,10 @@ func (c *Coordinator) Delete(_ context.Context, k sharestate.Key) error {
 }
 
 // ReadSummary is ReadShareGroupStateSummary for one share partition: its epochs, start offset
-// and delivery-complete count without the batches. It records no leader epoch; one below the
-// stored one is FENCED_LEADER_EPOCH. sharestate.ErrNotInitialized when there is no state.
+// and delivery-complete count without the batches. It neither records nor checks a leader
+// epoch (Kafka's ShareCoordinatorShard.readStateSummary does not fence: the group coordinator
+// reads summaries for DescribeShareGroupOffsets whatever the partition's leader epoch).
+// sharestate.ErrNotInitialized when there is no state.
 func (c *Coordinator) ReadSummary(_ context.Context, k sharestate.Key, leaderEpoch int32) (sharestate.Summary, error) {
 	if err := validKey(k); err != nil {
 		return sharestate.Summary{}, err
@@ -515,9 +517,6 @@ func (c *Coordinator) ReadSummary(_ context.Context, k sharestate.Key, leaderEpo
 	s := op.states[k]
 	if s == nil {
 		return sharestate.Summary{}, sharestate.ErrNotInitialized
-	}
-	if leaderEpoch != -1 && leaderEpoch < s.leaderEpoch {
-		return sharestate.Summary{}, fmt.Errorf("read summary leader epoch %d is smaller than last recorded %d: %w", leaderEpoch, s.leaderEpoch, kerr.FencedLeaderEpoch)
 	}
 	return sharestate.Summary{StateEpoch: s.stateEpoch, LeaderEpoch: s.leaderEpoch, StartOffset: s.startOffset, DeliveryCompleteCount: s.dcc}, nil
 }

@@ -159,10 +159,13 @@ type skRun struct {
 	log     *skLog
 	hold    *skHold
 	stop    atomic.Bool
-	errs    atomic.Int64
+	notes   atomic.Int64 // diagnostics logged
 }
 
 const skConsumers = 3
+
+// note reports whether one more diagnostic line may be logged (the first 20 of a run).
+func (r *skRun) note() bool { return r.notes.Add(1) <= 20 }
 
 // skAckFor is the acknowledgement a consumer gives a delivery: the first delivery of every
 // tenth record is released, every thirteenth record is rejected, the rest accepted.
@@ -229,6 +232,11 @@ func (r *skRun) consume(ctx context.Context, c *skConsumer) {
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		fs := c.cl.PollRecords(pctx, 200)
 		cancel()
+		fs.EachError(func(topic string, p int32, err error) {
+			if ctx.Err() == nil && pctx.Err() == nil && r.note() {
+				r.t.Logf("consumer %d: poll %s/%d: %v", c.id, topic, p, err)
+			}
+		})
 		recs := fs.Records()
 		if len(recs) == 0 {
 			continue
@@ -262,6 +270,9 @@ func (r *skRun) consume(ctx context.Context, c *skConsumer) {
 		err := c.cl.FlushAcks(fctx)
 		cancel()
 		if err != nil {
+			if r.note() {
+				r.t.Logf("consumer %d: flush acknowledgements: %v", c.id, err)
+			}
 			continue // unconfirmed: these records may be delivered again
 		}
 		ok := map[skTP]bool{}
@@ -271,6 +282,9 @@ func (r *skRun) consume(ctx context.Context, c *skConsumer) {
 			tp := skTP{res.Topic, res.Partition}
 			if res.Err != nil {
 				bad[tp] = true
+				if r.note() {
+					r.t.Logf("consumer %d: acknowledgement of %s/%d: %v", c.id, res.Topic, res.Partition, res.Err)
+				}
 			} else {
 				ok[tp] = true
 			}
@@ -403,11 +417,20 @@ func (r *skRun) killRound(ctx context.Context, adm *kadm.Client, pick func() int
 // waitDrained waits until DescribeShareGroupOffsets shows every partition's start offset at
 // its end (lag 0), checking each answer against the log: the start offset never passes a
 // record held at a kill and not delivered again since.
-func (r *skRun) waitDrained(ctx context.Context, adm *kadm.Client) {
+func (r *skRun) waitDrained(ctx context.Context) {
 	r.t.Helper()
 	var last string
 	for {
-		d, err := adm.DescribeShareGroupOffsets(ctx, r.group)
+		// A new client each time: a client keeps a dead group coordinator cached for the
+		// sharded admin requests.
+		acl, err := kgo.NewClient(kgo.SeedBrokers(r.liveAddrs()...), kgo.RequestRetries(2))
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+		d, err := kadm.NewClient(acl).DescribeShareGroupOffsets(dctx, r.group)
+		dcancel()
+		acl.Close()
 		drained := 0
 		if err == nil && d[r.group].Err == nil {
 			last = ""
@@ -438,6 +461,17 @@ func (r *skRun) waitDrained(ctx context.Context, adm *kadm.Client) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// liveAddrs are the addresses of the running brokers.
+func (r *skRun) liveAddrs() []string {
+	var out []string
+	for _, n := range r.tc.Nodes() {
+		if n.Running() {
+			out = append(out, n.Addr())
+		}
+	}
+	return out
 }
 
 // check verifies the log: every record delivered; no delivery after a confirmed ACCEPT or
@@ -497,7 +531,8 @@ func (r *skRun) check(victims []int32) {
 			}
 		}
 		if again == nil {
-			fail("%s/%d@%d acquired (count %d) at the kill of broker %d and never delivered again", h.rec.topic, h.rec.part, h.rec.off, h.count, h.leader)
+			fail("%s/%d@%d acquired (count %d, delivery %d) at the kill of broker %d and never delivered again: deliveries %+v, confirmed %+v",
+				h.rec.topic, h.rec.part, h.rec.off, h.count, h.seq, h.leader, l.deliveries[h.rec], l.confirmed[h.rec])
 			continue
 		}
 		redelivered++
@@ -553,7 +588,7 @@ func TestShareConsumersSurviveBrokerKill(t *testing.T) {
 	wg := r.startConsumers(ctx)
 	r.waitDone(ctx, r.total()/3)
 	victim := r.killRound(ctx, adm, func() int32 { return 1 }, true)
-	r.waitDrained(ctx, adm)
+	r.waitDrained(ctx)
 	r.stop.Store(true)
 	wg.Wait()
 	r.check([]int32{victim})
@@ -565,7 +600,7 @@ func TestShareConsumersSurviveBrokerKill(t *testing.T) {
 // the broker coordinating that share partition's state (its __share_group_state partition's
 // leader) is SIGKILLed the same way.
 func TestShareConsumersSurviveClusterKills(t *testing.T) {
-	tc := tbcluster.Start(t, testcluster.Config{N: 3, LogFile: true, Dir: "/tmp/skdbg3", BasePort: 44230, ControllerBasePort: 44240, MetricsBasePort: 44250})
+	tc := tbcluster.Start(t, testcluster.Config{N: 3, LogFile: true, BasePort: 44230, ControllerBasePort: 44240, MetricsBasePort: 44250})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	r := skStart(t, tc, "skthree", 500)
@@ -595,7 +630,7 @@ func TestShareConsumersSurviveClusterKills(t *testing.T) {
 		t.Logf("share coordinator of %s: broker %d; leader of %s/0: broker %d", sharecoord.CoordinatorKey(key), c, one, r.leaders(ctx, adm)[skTP{one, 0}])
 		return c
 	}, false)
-	r.waitDrained(ctx, adm)
+	r.waitDrained(ctx)
 	r.stop.Store(true)
 	wg.Wait()
 	r.check([]int32{v1, v2})
