@@ -226,3 +226,41 @@ func TestBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestInitializeWithoutStartKeepsState: the group coordinator's initialization (no start
+// offset) of a share partition a share-partition leader already initialized and wrote to
+// changes nothing; one with a start offset (AlterShareGroupOffsets) replaces the state.
+func TestInitializeWithoutStartKeepsState(t *testing.T) {
+	c := newTestCoord(t, newMemStore(3), Config{})
+	if err := c.Initialize(bg, testKey, 0, 10); err != nil {
+		t.Fatal(err)
+	}
+	w := sharestate.State{StateEpoch: 0, LeaderEpoch: 1, StartOffset: 12, DeliveryCompleteCount: 1, Batches: []sharestate.Batch{
+		{FirstOffset: 12, LastOffset: 12, DeliveryState: sharestate.Acknowledged, DeliveryCount: 1},
+		{FirstOffset: 13, LastOffset: 14, DeliveryState: sharestate.Available, DeliveryCount: 2},
+	}}
+	if err := c.Write(bg, testKey, w); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Initialize(bg, testKey, 3, -1); err != nil {
+		t.Fatalf("initialize without a start offset: %v", err)
+	}
+	st, err := c.Read(bg, testKey, 1)
+	if err != nil || st.StateEpoch != 0 || st.StartOffset != 12 || !reflect.DeepEqual(st.Batches, w.Batches) {
+		t.Fatalf("after an initialize without a start offset: %+v %v", st, err)
+	}
+	// The leader keeps writing at its state epoch.
+	if err := c.Write(bg, testKey, sharestate.State{StateEpoch: 0, LeaderEpoch: 1, StartOffset: 15}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Initialize(bg, testKey, 3, 20); err != nil {
+		t.Fatal(err)
+	}
+	st, err = c.Read(bg, testKey, 1)
+	if err != nil || st.StateEpoch != 3 || st.StartOffset != 20 || len(st.Batches) != 0 {
+		t.Fatalf("after an initialize at 20: %+v %v", st, err)
+	}
+	if err := c.Write(bg, testKey, sharestate.State{StateEpoch: 0, LeaderEpoch: 1, StartOffset: 21}); !isErr(err, kerr.FencedStateEpoch) {
+		t.Fatalf("write at the old state epoch: %v", err)
+	}
+}
