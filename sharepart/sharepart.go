@@ -143,6 +143,9 @@ type Options struct {
 	ResolveStart func() (int64, error)
 }
 
+// maxInitAttempts bounds Load's initializations that find the state initialized meanwhile.
+const maxInitAttempts = 3
+
 // Load reads k's state from the persister (with the partition's leader epoch) and returns its
 // Partition; a share partition with no state is initialized at ResolveStart's offset. Acquired
 // batches of the stored state (a leader that failed) are available again.
@@ -153,22 +156,34 @@ func Load(ctx context.Context, o Options) (*Partition, error) {
 		p.now = time.Now
 	}
 	st, err := o.Persister.Read(ctx, o.Key, o.LeaderEpoch)
-	if errors.Is(err, sharestate.ErrNotInitialized) || (err == nil && st.StartOffset < 0) {
+	start, resolved := int64(0), false
+	for attempt := 0; errors.Is(err, sharestate.ErrNotInitialized) || (err == nil && st.StartOffset < 0); attempt++ {
 		if o.ResolveStart == nil {
 			return nil, fmt.Errorf("share partition %s/%x/%d has no state and no start: %w", o.Key.Group, o.Key.TopicID, o.Key.Partition, kerr.UnknownServerError)
 		}
-		start, rerr := o.ResolveStart()
-		if rerr != nil {
-			return nil, fmt.Errorf("share partition %s/%d: resolve start offset: %w", o.Key.Group, o.Key.Partition, rerr)
+		if !resolved {
+			var rerr error
+			if start, rerr = o.ResolveStart(); rerr != nil {
+				return nil, fmt.Errorf("share partition %s/%d: resolve start offset: %w", o.Key.Group, o.Key.Partition, rerr)
+			}
+			resolved = true
 		}
 		epoch := int32(0)
 		if err == nil {
 			epoch = st.StateEpoch
 		}
-		if ierr := o.Persister.Initialize(ctx, o.Key, epoch, start); ierr != nil {
+		ierr := o.Persister.Initialize(ctx, o.Key, epoch, start)
+		if errors.Is(ierr, kerr.FencedStateEpoch) && attempt < maxInitAttempts {
+			// Initialized at a newer state epoch since the read (the group coordinator
+			// initializes the partitions it assigns): read it again.
+			st, err = o.Persister.Read(ctx, o.Key, o.LeaderEpoch)
+			continue
+		}
+		if ierr != nil {
 			return nil, fmt.Errorf("share partition %s/%d: initialize at %d: %w", o.Key.Group, o.Key.Partition, start, ierr)
 		}
 		st, err = o.Persister.Read(ctx, o.Key, o.LeaderEpoch)
+		break
 	}
 	if err != nil {
 		return nil, fmt.Errorf("share partition %s/%d: read state: %w", o.Key.Group, o.Key.Partition, err)

@@ -372,3 +372,38 @@ func TestSessions(t *testing.T) {
 		t.Fatalf("after close: %v", err)
 	}
 }
+
+// racingInit is a persister whose first read finds no state and then lets the group
+// coordinator initialize it (state epoch 2, no start offset) before the leader's initialize.
+type racingInit struct {
+	*sharestate.Memory
+	reads int
+}
+
+func (r *racingInit) Read(ctx context.Context, k sharestate.Key, leaderEpoch int32) (sharestate.State, error) {
+	r.reads++
+	if r.reads == 1 {
+		if err := r.Memory.Initialize(ctx, k, 2, -1); err != nil {
+			return sharestate.State{}, err
+		}
+		return sharestate.State{}, sharestate.ErrNotInitialized
+	}
+	return r.Memory.Read(ctx, k, leaderEpoch)
+}
+
+// TestLoadInitializedMeanwhile: a load whose initialization is fenced by one made since its
+// read (the group coordinator's) reads again and initializes the start at the newer epoch.
+func TestLoadInitializedMeanwhile(t *testing.T) {
+	per := &racingInit{Memory: sharestate.NewMemory()}
+	p, _ := newTestPartition(t, per, 7, testConfig())
+	if start, end := p.Offsets(); start != 7 || end != 7 || p.stateEpoch != 2 {
+		t.Fatalf("loaded at [%d, %d) state epoch %d, want [7, 7) at 2", start, end, p.stateEpoch)
+	}
+	got := p.Acquire("m1", 7, batches(7, 9, 3), 0, false, nil)
+	if err := p.Acknowledge(context.Background(), "m1", ack(7, 9, AckAccept), false); err != nil || count(got) != 3 {
+		t.Fatalf("acquired %v, acknowledge: %v", got, err)
+	}
+	if st, err := per.Memory.Read(context.Background(), testKey, 1); err != nil || st.StartOffset != 10 || st.StateEpoch != 2 {
+		t.Fatalf("persisted %+v %v", st, err)
+	}
+}
