@@ -373,6 +373,43 @@ func (p *Partition) Acquire(member string, from int64, batches []Range, maxRecor
 	return dst
 }
 
+// SplitAtBatches appends acq to dst with every range of more than batchSize records cut into
+// batches as Kafka's SharePartition.createBatches cuts the records it acquires for a ShareFetch
+// with a BatchSize (KIP-932, ShareFetch v1+): a batch ends before the first log batch (batches,
+// sorted) that starts batchSize or more offsets past the batch's start. Log batches are never
+// split, so a batch holds more than batchSize records when one log batch does. batchSize <= 0
+// cuts nothing.
+func SplitAtBatches(dst, acq []AcquiredRange, batches []Range, batchSize int) []AcquiredRange {
+	for _, a := range acq {
+		if batchSize <= 0 || a.Last-a.First+1 <= int64(batchSize) {
+			dst = append(dst, a)
+			continue
+		}
+		first := a.First
+		for _, b := range batches {
+			if b.First > a.Last {
+				break
+			}
+			if b.First-first >= int64(batchSize) {
+				dst = append(dst, AcquiredRange{First: first, Last: b.First - 1, DeliveryCount: a.DeliveryCount})
+				first = b.First
+			}
+		}
+		dst = append(dst, AcquiredRange{First: first, Last: a.Last, DeliveryCount: a.DeliveryCount})
+	}
+	return dst
+}
+
+// NeedsSplit reports whether SplitAtBatches would cut one of acq's ranges.
+func NeedsSplit(acq []AcquiredRange, batchSize int) bool {
+	for _, a := range acq {
+		if batchSize > 0 && a.Last-a.First+1 > int64(batchSize) {
+			return true
+		}
+	}
+	return false
+}
+
 // appendRange adds offset o (delivery count c) to dst, extending the last range when adjacent.
 func appendRange(dst []AcquiredRange, o int64, c int16) []AcquiredRange {
 	if n := len(dst); n > 0 && dst[n-1].Last == o-1 && dst[n-1].DeliveryCount == c {

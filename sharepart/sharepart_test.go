@@ -407,3 +407,35 @@ func TestLoadInitializedMeanwhile(t *testing.T) {
 		t.Fatalf("persisted %+v %v", st, err)
 	}
 }
+
+func TestSplitAtBatches(t *testing.T) {
+	lb := batches(0, 99, 10)
+	got := SplitAtBatches(nil, []AcquiredRange{{First: 0, Last: 99, DeliveryCount: 1}}, lb, 25)
+	want := []AcquiredRange{{0, 29, 1}, {30, 59, 1}, {60, 89, 1}, {90, 99, 1}}
+	if len(got) != len(want) {
+		t.Fatalf("split %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("split %v, want %v", got, want)
+		}
+	}
+	// A range starting inside a log batch, one short enough, and a log batch larger than the
+	// batch size.
+	got = SplitAtBatches(nil, []AcquiredRange{{First: 5, Last: 34, DeliveryCount: 2}, {First: 50, Last: 55, DeliveryCount: 1}}, lb, 10)
+	want = []AcquiredRange{{5, 19, 2}, {20, 29, 2}, {30, 34, 2}, {50, 55, 1}}
+	if len(got) != len(want) {
+		t.Fatalf("split %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("split %v, want %v", got, want)
+		}
+	}
+	if got := SplitAtBatches(nil, []AcquiredRange{{First: 0, Last: 99, DeliveryCount: 1}}, batches(0, 99, 100), 10); len(got) != 1 {
+		t.Fatalf("one log batch split: %v", got)
+	}
+	if NeedsSplit([]AcquiredRange{{First: 0, Last: 9}}, 10) || !NeedsSplit([]AcquiredRange{{First: 0, Last: 10}}, 10) || NeedsSplit([]AcquiredRange{{First: 0, Last: 10}}, 0) {
+		t.Fatal("NeedsSplit")
+	}
+}
