@@ -19,7 +19,10 @@
 // lock deadline, and the timer's goroutine expires locks. Invariants: every field of a
 // Partition is guarded by its mu; state that must survive a failover (acknowledgements,
 // releases, archives, expired locks, start moves) is written to the persister before the
-// operation that changed it returns, and restored in memory when the write fails.
+// operation that changed it returns, and restored in memory when the write fails; a closed
+// Partition (dropped by the Manager, or fenced) changes nothing more (ErrClosed), so of the
+// Partitions ever loaded for one share partition only the Manager's current one changes its
+// state.
 package sharepart
 
 import (
@@ -94,6 +97,11 @@ const maxWindow = 1 << 20
 // ErrFenced marks a Partition whose persisted state was taken over by another leader or state
 // epoch: the caller drops it.
 var ErrFenced = errors.New("share partition fenced")
+
+// ErrClosed is the answer of an operation on a Partition that was closed (its share partition
+// dropped: leadership moved, or a write was fenced) by the time it got the lock: it changes
+// nothing, since a new Partition may have loaded the state meanwhile and would not see it.
+var ErrClosed = fmt.Errorf("share partition no longer held by this partition leader: %w", kerr.NotLeaderForPartition)
 
 // Partition is one share partition's in-memory state.
 type Partition struct {
@@ -271,6 +279,9 @@ func (p *Partition) NextFetchOffset() (offset int64, ok bool) {
 func (p *Partition) SetLogStart(ctx context.Context, logStart int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.fenced.Load() {
+		return ErrClosed
+	}
 	if logStart <= p.start {
 		return nil
 	}
@@ -304,6 +315,9 @@ func (p *Partition) SetLogStart(ctx context.Context, logStart int64) error {
 func (p *Partition) Acquire(member string, from int64, batches []Range, maxRecords int, strict bool, dst []AcquiredRange) []AcquiredRange {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.fenced.Load() {
+		return dst // closed: nothing is acquired here any more
+	}
 	now := p.now()
 	deadline := now.Add(p.cfg.LockDuration).UnixNano()
 	acquired := 0
@@ -433,6 +447,9 @@ type AckBatch struct {
 func (p *Partition) Acknowledge(ctx context.Context, member string, acks []AckBatch, renew bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.fenced.Load() {
+		return ErrClosed
+	}
 	if err := p.validateLocked(member, acks, renew); err != nil {
 		return err
 	}
@@ -547,6 +564,9 @@ func (p *Partition) dropLocked(n int) {
 func (p *Partition) ReleaseMember(ctx context.Context, member string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.fenced.Load() {
+		return ErrClosed
+	}
 	p.undo = p.undo[:0]
 	for i := range p.recs {
 		if r := p.recs[i]; r.state == Acquired && r.member == member {
@@ -637,6 +657,14 @@ func (p *Partition) Close() {
 // persistLocked writes the window's state, start moved over the done prefix, and then drops
 // that prefix; a failed write restores the records of the undo log.
 func (p *Partition) persistLocked(ctx context.Context) error {
+	if p.fenced.Load() {
+		for i := len(p.undo) - 1; i >= 0; i-- {
+			u := p.undo[i]
+			p.recs[u.off-p.start] = u.r
+		}
+		p.undo = p.undo[:0]
+		return ErrClosed
+	}
 	n := p.donePrefixLocked()
 	st := sharestate.State{StateEpoch: p.stateEpoch, LeaderEpoch: p.leaderEpoch, StartOffset: p.start + int64(n)}
 	st.Batches = p.batchesLocked(nil, n)

@@ -439,3 +439,27 @@ func TestSplitAtBatches(t *testing.T) {
 		t.Fatal("NeedsSplit")
 	}
 }
+
+// TestClosedPartitionChangesNothing: a Partition closed while an operation waited for it (the
+// Manager dropped it and may load another) acquires nothing and refuses acknowledgements.
+func TestClosedPartitionChangesNothing(t *testing.T) {
+	per := sharestate.NewMemory()
+	p, _ := newTestPartition(t, per, 0, testConfig())
+	got := p.Acquire("m1", 0, batches(0, 9, 5), 0, false, nil)
+	if count(got) != 10 {
+		t.Fatalf("acquired %v", got)
+	}
+	p.Close()
+	if err := p.Acknowledge(context.Background(), "m1", ack(0, 4, AckAccept), false); !errors.Is(err, ErrClosed) || !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("acknowledge on a closed partition: %v", err)
+	}
+	if err := p.ReleaseMember(context.Background(), "m1"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("release on a closed partition: %v", err)
+	}
+	if got := p.Acquire("m2", 10, batches(10, 19, 5), 0, false, nil); len(got) != 0 {
+		t.Fatalf("acquired on a closed partition: %v", got)
+	}
+	if st, err := per.Read(context.Background(), testKey, 1); err != nil || st.StartOffset != 0 || len(st.Batches) != 0 {
+		t.Fatalf("persisted after close: %+v %v", st, err)
+	}
+}
