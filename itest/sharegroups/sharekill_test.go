@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
@@ -169,6 +170,14 @@ const skConsumers = 3
 // skDirEnv, when set, is the directory the kill tests' brokers keep their data and weir.log
 // in (left in place after the test, for a look at a failure); else a test temporary directory.
 const skDirEnv = "WEIR_SHAREKILL_DIR"
+
+// skDir is the test's directory under skDirEnv, or "" (a temporary one).
+func skDir(t *testing.T) string {
+	if d := os.Getenv(skDirEnv); d != "" {
+		return filepath.Join(d, t.Name())
+	}
+	return ""
+}
 
 // note reports whether one more diagnostic line may be logged (the first 20 of a run).
 func (r *skRun) note() bool { return r.notes.Add(1) <= 20 }
@@ -585,7 +594,7 @@ func joinFirst(s []string, n int) string {
 // acquired records, and restarted on its data directory. No confirmed acknowledgement is
 // lost, released and held records are delivered again, and the share group drains.
 func TestShareConsumersSurviveBrokerKill(t *testing.T) {
-	tc := tbcluster.Start(t, testcluster.Config{N: 1, Single: true, LogFile: true, Dir: os.Getenv(skDirEnv), BasePort: 44200, ControllerBasePort: 44210, MetricsBasePort: 44220})
+	tc := tbcluster.Start(t, testcluster.Config{N: 1, Single: true, LogFile: true, Dir: skDir(t), BasePort: 44200, ControllerBasePort: 44210, MetricsBasePort: 44220})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	r := skStart(t, tc, "skone", 500)
@@ -605,7 +614,7 @@ func TestShareConsumersSurviveBrokerKill(t *testing.T) {
 // the broker coordinating that share partition's state (its __share_group_state partition's
 // leader) is SIGKILLed the same way.
 func TestShareConsumersSurviveClusterKills(t *testing.T) {
-	tc := tbcluster.Start(t, testcluster.Config{N: 3, LogFile: true, Dir: os.Getenv(skDirEnv), BasePort: 44230, ControllerBasePort: 44240, MetricsBasePort: 44250})
+	tc := tbcluster.Start(t, testcluster.Config{N: 3, LogFile: true, Dir: skDir(t), BasePort: 44230, ControllerBasePort: 44240, MetricsBasePort: 44250})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	r := skStart(t, tc, "skthree", 500)
