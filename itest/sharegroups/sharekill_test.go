@@ -38,18 +38,47 @@ type skRec struct {
 	off int64
 }
 
-// skDelivery is one delivery of a record to a consumer; seq orders every event of the run.
+// skDelivery is one delivery of a record to a consumer; seq orders the polls of the run. A
+// poll may return records its client fetched a while before (franz-go buffers fetches), even
+// from a broker process that died since: acquired is when the broker's answer acquiring the
+// record was decoded (its acquisition deadline less the lock duration), and the checks order
+// deliveries by it.
 type skDelivery struct {
 	seq      int
 	consumer int
 	count    int32
+	acquired time.Time
 }
 
-// skAck is an acknowledgement the broker confirmed: of the delivery with seq delivered.
+// skAck is an acknowledgement the broker confirmed: of the delivery with seq delivered, sent at
+// sent.
 type skAck struct {
 	status    kgo.AckStatus
 	delivered int
 	count     int32
+	sent      time.Time
+}
+
+// skLock is the acquisition lock duration of the tests' share groups (the broker default).
+const skLock = 30 * time.Second
+
+// acquiredAt is when r was acquired for the client (see skDelivery).
+func acquiredAt(r *kgo.Record) time.Time {
+	if d := r.AcquisitionDeadline(); !d.IsZero() {
+		return d.Add(-skLock)
+	}
+	return time.Now()
+}
+
+// firstAfter returns the delivery of ds acquired first after t, or nil.
+func firstAfter(ds []skDelivery, t time.Time) *skDelivery {
+	var out *skDelivery
+	for i := range ds {
+		if ds[i].acquired.After(t) && (out == nil || ds[i].acquired.Before(out.acquired)) {
+			out = &ds[i]
+		}
+	}
+	return out
 }
 
 // skLog is the run's record of deliveries and confirmed acknowledgements.
@@ -68,8 +97,9 @@ type skHeld struct {
 	rec    skRec
 	seq    int
 	count  int32
-	leader int32 // the partition's leader at the kill
-	victim int32 // the broker killed
+	leader int32     // the partition's leader at the kill
+	victim int32     // the broker killed
+	killed time.Time // when the kill was done
 }
 
 func (l *skLog) deliver(consumer int, r *kgo.Record) int {
@@ -77,7 +107,7 @@ func (l *skLog) deliver(consumer int, r *kgo.Record) int {
 	defer l.mu.Unlock()
 	l.seq++
 	k := skRec{skTP{r.Topic, r.Partition}, r.Offset}
-	l.deliveries[k] = append(l.deliveries[k], skDelivery{seq: l.seq, consumer: consumer, count: r.DeliveryCount()})
+	l.deliveries[k] = append(l.deliveries[k], skDelivery{seq: l.seq, consumer: consumer, count: r.DeliveryCount(), acquired: acquiredAt(r)})
 	return l.seq
 }
 
@@ -276,6 +306,7 @@ func (r *skRun) consume(ctx context.Context, c *skConsumer) {
 		c.mu.Lock()
 		c.results = c.results[:0]
 		c.mu.Unlock()
+		sent := time.Now()
 		statuses := make([]kgo.AckStatus, len(recs))
 		for i, rec := range recs {
 			statuses[i] = skAckFor(rec.Offset, rec.DeliveryCount())
@@ -308,7 +339,7 @@ func (r *skRun) consume(ctx context.Context, c *skConsumer) {
 		for i, rec := range recs {
 			tp := skTP{rec.Topic, rec.Partition}
 			if ok[tp] && !bad[tp] {
-				r.log.confirm(skRec{tp, rec.Offset}, skAck{status: statuses[i], delivered: seqs[i], count: rec.DeliveryCount()})
+				r.log.confirm(skRec{tp, rec.Offset}, skAck{status: statuses[i], delivered: seqs[i], count: rec.DeliveryCount(), sent: sent})
 			}
 		}
 	}
@@ -413,11 +444,12 @@ func (r *skRun) killRound(ctx context.Context, adm *kadm.Client, pick func(leade
 	if err := r.tc.Node(victim).Kill(); err != nil {
 		r.t.Fatal(err)
 	}
+	killed := time.Now()
 	r.log.mu.Lock()
 	r.hold.mu.Lock()
 	for _, hs := range r.hold.pending {
 		for _, h := range hs {
-			h.leader, h.victim = leaders[h.rec.skTP], victim
+			h.leader, h.victim, h.killed = leaders[h.rec.skTP], victim, killed
 			r.log.held = append(r.log.held, h)
 		}
 	}
@@ -517,25 +549,18 @@ func (r *skRun) check() {
 					fail("%s/%d@%d never delivered", topic, p, off)
 					continue
 				}
-				lastSeq := ds[len(ds)-1].seq
 				for _, a := range l.confirmed[k] {
+					next := firstAfter(ds, a.sent)
 					switch a.status {
 					case kgo.AckAccept, kgo.AckReject:
-						if lastSeq > a.delivered {
-							fail("%s/%d@%d delivered again (%+v) after its confirmed %v of delivery %d", topic, p, off, ds, a.status, a.delivered)
+						if next != nil {
+							fail("%s/%d@%d acquired again (%+v) after its confirmed %v of delivery %d: deliveries %+v", topic, p, off, *next, a.status, a.delivered, ds)
 						}
 					case kgo.AckRelease:
-						next := -1
-						for i, d := range ds {
-							if d.seq > a.delivered {
-								next = i
-								break
-							}
-						}
-						if next < 0 {
+						if next == nil {
 							fail("%s/%d@%d released (delivery count %d) and never delivered again", topic, p, off, a.count)
-						} else if ds[next].count <= a.count {
-							fail("%s/%d@%d released at delivery count %d, delivered again with count %d", topic, p, off, a.count, ds[next].count)
+						} else if next.count <= a.count {
+							fail("%s/%d@%d released at delivery count %d, delivered again with count %d", topic, p, off, a.count, next.count)
 						}
 					}
 				}
@@ -546,13 +571,7 @@ func (r *skRun) check() {
 		if h.leader != h.victim {
 			continue
 		}
-		var again *skDelivery
-		for _, d := range l.deliveries[h.rec] {
-			if d.seq > h.seq {
-				again = &d
-				break
-			}
-		}
+		again := firstAfter(l.deliveries[h.rec], h.killed)
 		if again == nil {
 			fail("%s/%d@%d acquired (count %d, delivery %d) at the kill of broker %d and never delivered again: deliveries %+v, confirmed %+v",
 				h.rec.topic, h.rec.part, h.rec.off, h.count, h.seq, h.leader, l.deliveries[h.rec], l.confirmed[h.rec])
