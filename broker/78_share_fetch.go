@@ -364,6 +364,11 @@ func (f *shareFetchRun) fetch(ctx context.Context, w *engine.Waiter) (total int6
 			sl.Release()
 			continue
 		}
+		if !strict && sharepart.NeedsSplit(acq, int(f.req.BatchSize)) {
+			// BatchSize (v1+): the acquired records in batches of about that many, as Kafka
+			// cuts them (record-limit mode does not).
+			acq = sharepart.SplitAtBatches(nil, acq, f.batches, int(f.req.BatchSize))
+		}
 		for _, a := range acq {
 			recordsLeft -= int(a.Last - a.First + 1)
 		}

@@ -91,6 +91,11 @@ func (b *Broker) describeShareGroupOffsets(r *netio.Request, rg kmsg.DescribeSha
 	ctx, cancel := b.requestCtx()
 	defer cancel()
 	p := b.groups.sharePersister
+	// The summaries are read in one batch (one request per share coordinator) after the
+	// partitions are laid out; reads[i] is where keys[i]'s answer goes.
+	type slot struct{ topic, part int }
+	var rkeys []sharestate.Key
+	var reads []slot
 	for _, w := range wants {
 		rt := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
 		rt.Topic, rt.TopicID = w.name, w.id
@@ -120,25 +125,35 @@ func (b *Broker) describeShareGroupOffsets(r *netio.Request, rg kmsg.DescribeSha
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
-			s, err := p.ReadSummary(ctx, sharestate.Key{Group: rg.GroupID, TopicID: w.id, Partition: part}, 0)
-			switch {
-			case errors.Is(err, sharestate.ErrNotInitialized):
-			case err != nil:
-				var ke *kerr.Error
-				if errors.As(err, &ke) {
-					rp.ErrorCode = ke.Code
-				} else {
-					rp.ErrorCode = kerr.UnknownServerError.Code
-				}
-			default:
-				rp.StartOffset, rp.LeaderEpoch = s.StartOffset, s.LeaderEpoch
-				if l, ok := b.logs.Log(engine.TopicPartition{Topic: w.name, Partition: part}); ok && s.StartOffset >= 0 && s.DeliveryCompleteCount >= 0 {
-					rp.Lag = max(l.HighWatermark()-s.StartOffset-int64(s.DeliveryCompleteCount), 0)
-				}
-			}
+			rkeys = append(rkeys, sharestate.Key{Group: rg.GroupID, TopicID: w.id, Partition: part})
+			reads = append(reads, slot{topic: len(g.Topics), part: len(rt.Partitions)})
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		g.Topics = append(g.Topics, rt)
+	}
+	if len(rkeys) == 0 {
+		return g
+	}
+	sums, errs := sharestate.ReadSummaries(ctx, p, rkeys, 0)
+	for i, at := range reads {
+		rt := &g.Topics[at.topic]
+		rp := &rt.Partitions[at.part]
+		s, err := sums[i], errs[i]
+		switch {
+		case errors.Is(err, sharestate.ErrNotInitialized):
+		case err != nil:
+			var ke *kerr.Error
+			if errors.As(err, &ke) {
+				rp.ErrorCode = ke.Code
+			} else {
+				rp.ErrorCode = kerr.UnknownServerError.Code
+			}
+		default:
+			rp.StartOffset, rp.LeaderEpoch = s.StartOffset, s.LeaderEpoch
+			if l, ok := b.logs.Log(engine.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}); ok && s.StartOffset >= 0 && s.DeliveryCompleteCount >= 0 {
+				rp.Lag = max(l.HighWatermark()-s.StartOffset-int64(s.DeliveryCompleteCount), 0)
+			}
+		}
 	}
 	return g
 }

@@ -218,16 +218,16 @@ func (b *Broker) sharePartition(ctx context.Context, group string, topicID [16]b
 	s := b.shares()
 	rep := b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: partition})
 	if rep == nil {
-		s.parts.DropPartition(topicID, partition)
+		s.dropShareParts(t.Name, topicID, partition)
 		return tg, kerr.NotLeaderForPartition
 	}
 	if err := rep.checkLeader(-1); err != nil {
-		s.parts.DropPartition(topicID, partition)
+		s.dropShareParts(t.Name, topicID, partition)
 		return tg, err
 	}
 	epoch, leading := rep.leaderEpoch()
 	if !leading {
-		s.parts.DropPartition(topicID, partition)
+		s.dropShareParts(t.Name, topicID, partition)
 		return tg, kerr.NotLeaderForPartition
 	}
 	tg.rep, tg.log = rep, rep.log
@@ -246,6 +246,14 @@ func (b *Broker) sharePartition(ctx context.Context, group string, topicID [16]b
 	sp.SetConfig(cfg)
 	tg.sp = sp
 	return tg, nil
+}
+
+// dropShareParts drops the share partitions of (topic, partition): this broker does not lead
+// it (any more).
+func (s *shareLeaderState) dropShareParts(topic string, topicID [16]byte, partition int32) {
+	if n := s.parts.DropPartition(topicID, partition); n > 0 {
+		slog.Info("share partitions dropped: not the partition's leader", "topic", topic, "partition", partition, "share_partitions", n)
+	}
 }
 
 // sweepShareSessions drops, at most once a second, the share sessions whose connection closed

@@ -756,12 +756,16 @@ func (g *group) startSharePersisterCalls(toInit []sharestate.Key, toDelete map[[
 			ctx, cancel := g.c.persisterContext()
 			defer cancel()
 			ok := make([]sharestate.Key, 0, len(keys))
-			for _, k := range keys {
-				if err := p.Initialize(ctx, k, stateEpoch, -1); err != nil {
-					g.c.log.Warn("initializing share-partition state failed; retried at a later heartbeat", "group", k.Group, "partition", k.Partition, "err", err)
+			starts := make([]int64, len(keys))
+			for i := range starts {
+				starts[i] = -1
+			}
+			for i, err := range sharestate.InitializeAll(ctx, p, keys, stateEpoch, starts) {
+				if err != nil {
+					g.c.log.Warn("initializing share-partition state failed; retried at a later heartbeat", "group", keys[i].Group, "partition", keys[i].Partition, "err", err)
 					continue
 				}
-				ok = append(ok, k)
+				ok = append(ok, keys[i])
 			}
 			g.post(func() { g.shareInitialized(ok) })
 		}()
@@ -774,16 +778,22 @@ func (g *group) startSharePersisterCalls(toInit []sharestate.Key, toDelete map[[
 			defer g.c.wg.Done()
 			ctx, cancel := g.c.persisterContext()
 			defer cancel()
-			var done [][16]byte
+			var keys []sharestate.Key
 			for id, ti := range work {
-				failed := false
 				for _, part := range ti.Partitions {
-					if err := p.Delete(ctx, sharestate.Key{Group: g.id, TopicID: id, Partition: part}); err != nil {
-						g.c.log.Warn("deleting share-partition state failed", "group", g.id, "partition", part, "err", err)
-						failed = true
-					}
+					keys = append(keys, sharestate.Key{Group: g.id, TopicID: id, Partition: part})
 				}
-				if !failed {
+			}
+			failed := map[[16]byte]bool{}
+			for i, err := range sharestate.DeleteAll(ctx, p, keys) {
+				if err != nil {
+					g.c.log.Warn("deleting share-partition state failed", "group", g.id, "partition", keys[i].Partition, "err", err)
+					failed[keys[i].TopicID] = true
+				}
+			}
+			var done [][16]byte
+			for id := range work {
+				if !failed[id] {
 					done = append(done, id)
 				}
 			}
@@ -943,9 +953,9 @@ func (c *Coordinator) deleteShareGroup(groupID string) (result func() *kerr.Erro
 		if p := c.cfg.Share.Persister; p != nil && len(keys) > 0 {
 			ctx, cancel := c.persisterContext()
 			defer cancel()
-			for _, k := range keys {
-				if err := p.Delete(ctx, k); err != nil {
-					c.log.Warn("deleting share-partition state failed", "group", groupID, "partition", k.Partition, "err", err)
+			for i, err := range sharestate.DeleteAll(ctx, p, keys) {
+				if err != nil {
+					c.log.Warn("deleting share-partition state failed", "group", groupID, "partition", keys[i].Partition, "err", err)
 					if ke := (*kerr.Error)(nil); errors.As(err, &ke) {
 						return ke
 					}

@@ -128,14 +128,18 @@ func (c *Coordinator) AlterShareOffsets(groupID string, offsets []ShareOffset) (
 	var ok []sharestate.Key
 	ctx, cancel := c.persisterContext()
 	defer cancel()
+	keys := make([]sharestate.Key, len(offsets))
+	starts := make([]int64, len(offsets))
 	for i, o := range offsets {
-		k := sharestate.Key{Group: groupID, TopicID: o.Topic.ID, Partition: o.Partition}
-		if err := p.Initialize(ctx, k, epoch, o.StartOffset); err != nil {
-			c.log.Warn("AlterShareGroupOffsets: initializing share-partition state failed", "group", groupID, "partition", o.Partition, "err", err)
+		keys[i], starts[i] = sharestate.Key{Group: groupID, TopicID: o.Topic.ID, Partition: o.Partition}, o.StartOffset
+	}
+	for i, err := range sharestate.InitializeAll(ctx, p, keys, epoch, starts) {
+		if err != nil {
+			c.log.Warn("AlterShareGroupOffsets: initializing share-partition state failed", "group", groupID, "partition", offsets[i].Partition, "err", err)
 			errs[i] = persisterError(err)
 			continue
 		}
-		ok = append(ok, k)
+		ok = append(ok, keys[i])
 	}
 	_ = c.withGroup(groupID, false, func(g *group) {
 		if g != nil && g.sg != nil {
@@ -190,13 +194,21 @@ func (c *Coordinator) DeleteShareOffsets(groupID string, topics []ShareTopic) (*
 	var done [][16]byte
 	ctx, cancel := c.persisterContext()
 	defer cancel()
+	var all []sharestate.Key
+	var topicOf []int
 	for i, keys := range perTopic {
 		for _, k := range keys {
-			if err := p.Delete(ctx, k); err != nil {
-				c.log.Warn("DeleteShareGroupOffsets: deleting share-partition state failed", "group", groupID, "partition", k.Partition, "err", err)
-				errs[i] = persisterError(err)
-			}
+			all = append(all, k)
+			topicOf = append(topicOf, i)
 		}
+	}
+	for j, err := range sharestate.DeleteAll(ctx, p, all) {
+		if err != nil {
+			c.log.Warn("DeleteShareGroupOffsets: deleting share-partition state failed", "group", groupID, "partition", all[j].Partition, "err", err)
+			errs[topicOf[j]] = persisterError(err)
+		}
+	}
+	for i := range perTopic {
 		if errs[i] == nil {
 			done = append(done, topics[i].ID)
 		}

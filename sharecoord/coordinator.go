@@ -325,7 +325,10 @@ func appendError(err error) *kerr.Error {
 
 // Initialize is InitializeShareGroupState for one share partition: a ShareSnapshot record with
 // the state epoch and start offset, no batches, leader epoch -1. A state epoch below the
-// stored one is FENCED_STATE_EPOCH.
+// stored one is FENCED_STATE_EPOCH. An initialization without a start offset (-1, the group
+// coordinator's for a partition it assigns) of a share partition that already has one (a
+// share-partition leader initialized it on its first fetch) changes nothing: overwriting it
+// would lose the acknowledgements written since.
 func (c *Coordinator) Initialize(_ context.Context, k sharestate.Key, stateEpoch int32, startOffset int64) error {
 	if err := validKey(k); err != nil {
 		return err
@@ -348,6 +351,13 @@ func (c *Coordinator) Initialize(_ context.Context, k sharestate.Key, stateEpoch
 	v := &snapshotValue{StateEpoch: stateEpoch, LeaderEpoch: -1, StartOffset: startOffset, DeliveryCompleteCount: -1,
 		CreateTimestamp: now, WriteTimestamp: now}
 	if s := op.states[k]; s != nil {
+		if startOffset == -1 && s.startOffset >= 0 && stateEpoch >= s.stateEpoch {
+			// The group coordinator initializes the share partitions it assigns with no start
+			// offset (the leader resolves it); a share-partition leader that fetched the
+			// partition first initialized it already, with its start offset, and may have
+			// written acknowledgements since: they stay.
+			return nil
+		}
 		if stateEpoch < s.stateEpoch {
 			return fmt.Errorf("initialize request state epoch %d is smaller than last recorded %d: %w", stateEpoch, s.stateEpoch, kerr.FencedStateEpoch)
 		}
@@ -488,8 +498,10 @@ func (c *Coordinator) Delete(_ context.Context, k sharestate.Key) error {
 }
 
 // ReadSummary is ReadShareGroupStateSummary for one share partition: its epochs, start offset
-// and delivery-complete count without the batches. It records no leader epoch; one below the
-// stored one is FENCED_LEADER_EPOCH. sharestate.ErrNotInitialized when there is no state.
+// and delivery-complete count without the batches. It neither records nor checks a leader
+// epoch (Kafka's ShareCoordinatorShard.readStateSummary does not fence: the group coordinator
+// reads summaries for DescribeShareGroupOffsets whatever the partition's leader epoch).
+// sharestate.ErrNotInitialized when there is no state.
 func (c *Coordinator) ReadSummary(_ context.Context, k sharestate.Key, leaderEpoch int32) (sharestate.Summary, error) {
 	if err := validKey(k); err != nil {
 		return sharestate.Summary{}, err
@@ -505,9 +517,6 @@ func (c *Coordinator) ReadSummary(_ context.Context, k sharestate.Key, leaderEpo
 	s := op.states[k]
 	if s == nil {
 		return sharestate.Summary{}, sharestate.ErrNotInitialized
-	}
-	if leaderEpoch != -1 && leaderEpoch < s.leaderEpoch {
-		return sharestate.Summary{}, fmt.Errorf("read summary leader epoch %d is smaller than last recorded %d: %w", leaderEpoch, s.leaderEpoch, kerr.FencedLeaderEpoch)
 	}
 	return sharestate.Summary{StateEpoch: s.stateEpoch, LeaderEpoch: s.leaderEpoch, StartOffset: s.startOffset, DeliveryCompleteCount: s.dcc}, nil
 }

@@ -91,8 +91,9 @@ func TestFencing(t *testing.T) {
 	if err := c.Write(bg, testKey, sharestate.State{StateEpoch: 1, LeaderEpoch: 7, StartOffset: -1}); !isErr(err, kerr.FencedStateEpoch) {
 		t.Fatalf("write at an older state epoch: %v", err)
 	}
-	if _, err := c.ReadSummary(bg, testKey, 6); !isErr(err, kerr.FencedLeaderEpoch) {
-		t.Fatalf("summary at an older leader epoch: %v", err)
+	// A summary is never fenced (DescribeShareGroupOffsets reads it at leader epoch 0).
+	if sum, err := c.ReadSummary(bg, testKey, 6); err != nil || sum.LeaderEpoch != 7 {
+		t.Fatalf("summary at an older leader epoch: %+v %v", sum, err)
 	}
 	// The leader epoch a read recorded survives a failover: the deposed leader stays fenced.
 	c2 := newTestCoord(t, store, Config{})
@@ -223,5 +224,43 @@ func TestBounds(t *testing.T) {
 		if err := c.Initialize(bg, k, 1, 0); !isErr(err, kerr.InvalidRequest) {
 			t.Fatalf("bad key %+v: %v", k, err)
 		}
+	}
+}
+
+// TestInitializeWithoutStartKeepsState: the group coordinator's initialization (no start
+// offset) of a share partition a share-partition leader already initialized and wrote to
+// changes nothing; one with a start offset (AlterShareGroupOffsets) replaces the state.
+func TestInitializeWithoutStartKeepsState(t *testing.T) {
+	c := newTestCoord(t, newMemStore(3), Config{})
+	if err := c.Initialize(bg, testKey, 0, 10); err != nil {
+		t.Fatal(err)
+	}
+	w := sharestate.State{StateEpoch: 0, LeaderEpoch: 1, StartOffset: 12, DeliveryCompleteCount: 1, Batches: []sharestate.Batch{
+		{FirstOffset: 12, LastOffset: 12, DeliveryState: sharestate.Acknowledged, DeliveryCount: 1},
+		{FirstOffset: 13, LastOffset: 14, DeliveryState: sharestate.Available, DeliveryCount: 2},
+	}}
+	if err := c.Write(bg, testKey, w); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Initialize(bg, testKey, 3, -1); err != nil {
+		t.Fatalf("initialize without a start offset: %v", err)
+	}
+	st, err := c.Read(bg, testKey, 1)
+	if err != nil || st.StateEpoch != 0 || st.StartOffset != 12 || !reflect.DeepEqual(st.Batches, w.Batches) {
+		t.Fatalf("after an initialize without a start offset: %+v %v", st, err)
+	}
+	// The leader keeps writing at its state epoch.
+	if err := c.Write(bg, testKey, sharestate.State{StateEpoch: 0, LeaderEpoch: 1, StartOffset: 15}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Initialize(bg, testKey, 3, 20); err != nil {
+		t.Fatal(err)
+	}
+	st, err = c.Read(bg, testKey, 1)
+	if err != nil || st.StateEpoch != 3 || st.StartOffset != 20 || len(st.Batches) != 0 {
+		t.Fatalf("after an initialize at 20: %+v %v", st, err)
+	}
+	if err := c.Write(bg, testKey, sharestate.State{StateEpoch: 0, LeaderEpoch: 1, StartOffset: 21}); !isErr(err, kerr.FencedStateEpoch) {
+		t.Fatalf("write at the old state epoch: %v", err)
 	}
 }

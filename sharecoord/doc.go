@@ -38,8 +38,10 @@
 // # Fencing
 //
 // A write or read with a leader epoch below the stored one is FENCED_LEADER_EPOCH; a write or
-// initialize with a state epoch below the stored one is FENCED_STATE_EPOCH. Read and write of
-// a share partition never initialized are INVALID_REQUEST (sharestate.ErrNotInitialized).
+// initialize with a state epoch below the stored one is FENCED_STATE_EPOCH. An initialize
+// without a start offset (-1) of a share partition that has one is a no-op (see Initialize).
+// Read and write of a share partition never initialized are INVALID_REQUEST
+// (sharestate.ErrNotInitialized).
 //
 // # Concurrency
 //

@@ -3,7 +3,9 @@ package sharepart
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -81,7 +83,13 @@ func (m *Manager) Get(ctx context.Context, k sharestate.Key, leaderEpoch int32, 
 		m.mu.Unlock()
 
 		o.Key, o.LeaderEpoch = k, leaderEpoch
+		began := time.Now()
 		p, err := Load(ctx, o)
+		if err == nil {
+			start, end := p.Offsets()
+			slog.Info("share partition loaded", "group", k.Group, "topic_id", k.TopicID, "partition", k.Partition,
+				"leader_epoch", leaderEpoch, "state_epoch", p.stateEpoch, "start", start, "end", end, "took", time.Since(began))
+		}
 		m.mu.Lock()
 		e.p, e.err = p, err
 		close(e.ready)

@@ -19,7 +19,10 @@
 // lock deadline, and the timer's goroutine expires locks. Invariants: every field of a
 // Partition is guarded by its mu; state that must survive a failover (acknowledgements,
 // releases, archives, expired locks, start moves) is written to the persister before the
-// operation that changed it returns, and restored in memory when the write fails.
+// operation that changed it returns, and restored in memory when the write fails; a closed
+// Partition (dropped by the Manager, or fenced) changes nothing more (ErrClosed), so of the
+// Partitions ever loaded for one share partition only the Manager's current one changes its
+// state.
 package sharepart
 
 import (
@@ -95,6 +98,11 @@ const maxWindow = 1 << 20
 // epoch: the caller drops it.
 var ErrFenced = errors.New("share partition fenced")
 
+// ErrClosed is the answer of an operation on a Partition that was closed (its share partition
+// dropped: leadership moved, or a write was fenced) by the time it got the lock: it changes
+// nothing, since a new Partition may have loaded the state meanwhile and would not see it.
+var ErrClosed = fmt.Errorf("share partition no longer held by this partition leader: %w", kerr.NotLeaderForPartition)
+
 // Partition is one share partition's in-memory state.
 type Partition struct {
 	mu sync.Mutex // guards every field below
@@ -143,6 +151,9 @@ type Options struct {
 	ResolveStart func() (int64, error)
 }
 
+// maxInitAttempts bounds Load's initializations that find the state initialized meanwhile.
+const maxInitAttempts = 3
+
 // Load reads k's state from the persister (with the partition's leader epoch) and returns its
 // Partition; a share partition with no state is initialized at ResolveStart's offset. Acquired
 // batches of the stored state (a leader that failed) are available again.
@@ -153,22 +164,34 @@ func Load(ctx context.Context, o Options) (*Partition, error) {
 		p.now = time.Now
 	}
 	st, err := o.Persister.Read(ctx, o.Key, o.LeaderEpoch)
-	if errors.Is(err, sharestate.ErrNotInitialized) || (err == nil && st.StartOffset < 0) {
+	start, resolved := int64(0), false
+	for attempt := 0; errors.Is(err, sharestate.ErrNotInitialized) || (err == nil && st.StartOffset < 0); attempt++ {
 		if o.ResolveStart == nil {
 			return nil, fmt.Errorf("share partition %s/%x/%d has no state and no start: %w", o.Key.Group, o.Key.TopicID, o.Key.Partition, kerr.UnknownServerError)
 		}
-		start, rerr := o.ResolveStart()
-		if rerr != nil {
-			return nil, fmt.Errorf("share partition %s/%d: resolve start offset: %w", o.Key.Group, o.Key.Partition, rerr)
+		if !resolved {
+			var rerr error
+			if start, rerr = o.ResolveStart(); rerr != nil {
+				return nil, fmt.Errorf("share partition %s/%d: resolve start offset: %w", o.Key.Group, o.Key.Partition, rerr)
+			}
+			resolved = true
 		}
 		epoch := int32(0)
 		if err == nil {
 			epoch = st.StateEpoch
 		}
-		if ierr := o.Persister.Initialize(ctx, o.Key, epoch, start); ierr != nil {
+		ierr := o.Persister.Initialize(ctx, o.Key, epoch, start)
+		if errors.Is(ierr, kerr.FencedStateEpoch) && attempt < maxInitAttempts {
+			// Initialized at a newer state epoch since the read (the group coordinator
+			// initializes the partitions it assigns): read it again.
+			st, err = o.Persister.Read(ctx, o.Key, o.LeaderEpoch)
+			continue
+		}
+		if ierr != nil {
 			return nil, fmt.Errorf("share partition %s/%d: initialize at %d: %w", o.Key.Group, o.Key.Partition, start, ierr)
 		}
 		st, err = o.Persister.Read(ctx, o.Key, o.LeaderEpoch)
+		break
 	}
 	if err != nil {
 		return nil, fmt.Errorf("share partition %s/%d: read state: %w", o.Key.Group, o.Key.Partition, err)
@@ -256,6 +279,9 @@ func (p *Partition) NextFetchOffset() (offset int64, ok bool) {
 func (p *Partition) SetLogStart(ctx context.Context, logStart int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.fenced.Load() {
+		return ErrClosed
+	}
 	if logStart <= p.start {
 		return nil
 	}
@@ -289,6 +315,9 @@ func (p *Partition) SetLogStart(ctx context.Context, logStart int64) error {
 func (p *Partition) Acquire(member string, from int64, batches []Range, maxRecords int, strict bool, dst []AcquiredRange) []AcquiredRange {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.fenced.Load() {
+		return dst // closed: nothing is acquired here any more
+	}
 	now := p.now()
 	deadline := now.Add(p.cfg.LockDuration).UnixNano()
 	acquired := 0
@@ -358,6 +387,43 @@ func (p *Partition) Acquire(member string, from int64, batches []Range, maxRecor
 	return dst
 }
 
+// SplitAtBatches appends acq to dst with every range of more than batchSize records cut into
+// batches as Kafka's SharePartition.createBatches cuts the records it acquires for a ShareFetch
+// with a BatchSize (KIP-932, ShareFetch v1+): a batch ends before the first log batch (batches,
+// sorted) that starts batchSize or more offsets past the batch's start. Log batches are never
+// split, so a batch holds more than batchSize records when one log batch does. batchSize <= 0
+// cuts nothing.
+func SplitAtBatches(dst, acq []AcquiredRange, batches []Range, batchSize int) []AcquiredRange {
+	for _, a := range acq {
+		if batchSize <= 0 || a.Last-a.First+1 <= int64(batchSize) {
+			dst = append(dst, a)
+			continue
+		}
+		first := a.First
+		for _, b := range batches {
+			if b.First > a.Last {
+				break
+			}
+			if b.First-first >= int64(batchSize) {
+				dst = append(dst, AcquiredRange{First: first, Last: b.First - 1, DeliveryCount: a.DeliveryCount})
+				first = b.First
+			}
+		}
+		dst = append(dst, AcquiredRange{First: first, Last: a.Last, DeliveryCount: a.DeliveryCount})
+	}
+	return dst
+}
+
+// NeedsSplit reports whether SplitAtBatches would cut one of acq's ranges.
+func NeedsSplit(acq []AcquiredRange, batchSize int) bool {
+	for _, a := range acq {
+		if batchSize > 0 && a.Last-a.First+1 > int64(batchSize) {
+			return true
+		}
+	}
+	return false
+}
+
 // appendRange adds offset o (delivery count c) to dst, extending the last range when adjacent.
 func appendRange(dst []AcquiredRange, o int64, c int16) []AcquiredRange {
 	if n := len(dst); n > 0 && dst[n-1].Last == o-1 && dst[n-1].DeliveryCount == c {
@@ -381,6 +447,9 @@ type AckBatch struct {
 func (p *Partition) Acknowledge(ctx context.Context, member string, acks []AckBatch, renew bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.fenced.Load() {
+		return ErrClosed
+	}
 	if err := p.validateLocked(member, acks, renew); err != nil {
 		return err
 	}
@@ -495,6 +564,9 @@ func (p *Partition) dropLocked(n int) {
 func (p *Partition) ReleaseMember(ctx context.Context, member string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.fenced.Load() {
+		return ErrClosed
+	}
 	p.undo = p.undo[:0]
 	for i := range p.recs {
 		if r := p.recs[i]; r.state == Acquired && r.member == member {
@@ -585,6 +657,14 @@ func (p *Partition) Close() {
 // persistLocked writes the window's state, start moved over the done prefix, and then drops
 // that prefix; a failed write restores the records of the undo log.
 func (p *Partition) persistLocked(ctx context.Context) error {
+	if p.fenced.Load() {
+		for i := len(p.undo) - 1; i >= 0; i-- {
+			u := p.undo[i]
+			p.recs[u.off-p.start] = u.r
+		}
+		p.undo = p.undo[:0]
+		return ErrClosed
+	}
 	n := p.donePrefixLocked()
 	st := sharestate.State{StateEpoch: p.stateEpoch, LeaderEpoch: p.leaderEpoch, StartOffset: p.start + int64(n)}
 	st.Batches = p.batchesLocked(nil, n)

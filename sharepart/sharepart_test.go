@@ -372,3 +372,94 @@ func TestSessions(t *testing.T) {
 		t.Fatalf("after close: %v", err)
 	}
 }
+
+// racingInit is a persister whose first read finds no state and then lets the group
+// coordinator initialize it (state epoch 2, no start offset) before the leader's initialize.
+type racingInit struct {
+	*sharestate.Memory
+	reads int
+}
+
+func (r *racingInit) Read(ctx context.Context, k sharestate.Key, leaderEpoch int32) (sharestate.State, error) {
+	r.reads++
+	if r.reads == 1 {
+		if err := r.Memory.Initialize(ctx, k, 2, -1); err != nil {
+			return sharestate.State{}, err
+		}
+		return sharestate.State{}, sharestate.ErrNotInitialized
+	}
+	return r.Memory.Read(ctx, k, leaderEpoch)
+}
+
+// TestLoadInitializedMeanwhile: a load whose initialization is fenced by one made since its
+// read (the group coordinator's) reads again and initializes the start at the newer epoch.
+func TestLoadInitializedMeanwhile(t *testing.T) {
+	per := &racingInit{Memory: sharestate.NewMemory()}
+	p, _ := newTestPartition(t, per, 7, testConfig())
+	if start, end := p.Offsets(); start != 7 || end != 7 || p.stateEpoch != 2 {
+		t.Fatalf("loaded at [%d, %d) state epoch %d, want [7, 7) at 2", start, end, p.stateEpoch)
+	}
+	got := p.Acquire("m1", 7, batches(7, 9, 3), 0, false, nil)
+	if err := p.Acknowledge(context.Background(), "m1", ack(7, 9, AckAccept), false); err != nil || count(got) != 3 {
+		t.Fatalf("acquired %v, acknowledge: %v", got, err)
+	}
+	if st, err := per.Memory.Read(context.Background(), testKey, 1); err != nil || st.StartOffset != 10 || st.StateEpoch != 2 {
+		t.Fatalf("persisted %+v %v", st, err)
+	}
+}
+
+func TestSplitAtBatches(t *testing.T) {
+	lb := batches(0, 99, 10)
+	got := SplitAtBatches(nil, []AcquiredRange{{First: 0, Last: 99, DeliveryCount: 1}}, lb, 25)
+	want := []AcquiredRange{{0, 29, 1}, {30, 59, 1}, {60, 89, 1}, {90, 99, 1}}
+	if len(got) != len(want) {
+		t.Fatalf("split %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("split %v, want %v", got, want)
+		}
+	}
+	// A range starting inside a log batch, one short enough, and a log batch larger than the
+	// batch size.
+	got = SplitAtBatches(nil, []AcquiredRange{{First: 5, Last: 34, DeliveryCount: 2}, {First: 50, Last: 55, DeliveryCount: 1}}, lb, 10)
+	want = []AcquiredRange{{5, 19, 2}, {20, 29, 2}, {30, 34, 2}, {50, 55, 1}}
+	if len(got) != len(want) {
+		t.Fatalf("split %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("split %v, want %v", got, want)
+		}
+	}
+	if got := SplitAtBatches(nil, []AcquiredRange{{First: 0, Last: 99, DeliveryCount: 1}}, batches(0, 99, 100), 10); len(got) != 1 {
+		t.Fatalf("one log batch split: %v", got)
+	}
+	if NeedsSplit([]AcquiredRange{{First: 0, Last: 9}}, 10) || !NeedsSplit([]AcquiredRange{{First: 0, Last: 10}}, 10) || NeedsSplit([]AcquiredRange{{First: 0, Last: 10}}, 0) {
+		t.Fatal("NeedsSplit")
+	}
+}
+
+// TestClosedPartitionChangesNothing: a Partition closed while an operation waited for it (the
+// Manager dropped it and may load another) acquires nothing and refuses acknowledgements.
+func TestClosedPartitionChangesNothing(t *testing.T) {
+	per := sharestate.NewMemory()
+	p, _ := newTestPartition(t, per, 0, testConfig())
+	got := p.Acquire("m1", 0, batches(0, 9, 5), 0, false, nil)
+	if count(got) != 10 {
+		t.Fatalf("acquired %v", got)
+	}
+	p.Close()
+	if err := p.Acknowledge(context.Background(), "m1", ack(0, 4, AckAccept), false); !errors.Is(err, ErrClosed) || !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("acknowledge on a closed partition: %v", err)
+	}
+	if err := p.ReleaseMember(context.Background(), "m1"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("release on a closed partition: %v", err)
+	}
+	if got := p.Acquire("m2", 10, batches(10, 19, 5), 0, false, nil); len(got) != 0 {
+		t.Fatalf("acquired on a closed partition: %v", got)
+	}
+	if st, err := per.Read(context.Background(), testKey, 1); err != nil || st.StartOffset != 0 || len(st.Batches) != 0 {
+		t.Fatalf("persisted after close: %+v %v", st, err)
+	}
+}

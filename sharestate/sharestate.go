@@ -205,3 +205,50 @@ func Merge(old, upd []Batch, start int64) []Batch {
 	sort.Slice(kept, func(i, j int) bool { return kept[i].FirstOffset < kept[j].FirstOffset })
 	return kept
 }
+
+// Batcher is implemented by a Persister that sends the calls for many keys to each share
+// coordinator in one request per group (Kafka's PersisterStateManager batches keys per
+// destination). Results are in the keys' order.
+type Batcher interface {
+	InitializeBatch(ctx context.Context, keys []Key, stateEpoch int32, startOffsets []int64) []error
+	DeleteBatch(ctx context.Context, keys []Key) []error
+	ReadSummaryBatch(ctx context.Context, keys []Key, leaderEpoch int32) ([]Summary, []error)
+}
+
+// InitializeAll initializes every key (startOffsets[i] for keys[i]) at stateEpoch: in batches
+// when p is a Batcher, else one call per key. The errors are in the keys' order.
+func InitializeAll(ctx context.Context, p Persister, keys []Key, stateEpoch int32, startOffsets []int64) []error {
+	if bp, ok := p.(Batcher); ok {
+		return bp.InitializeBatch(ctx, keys, stateEpoch, startOffsets)
+	}
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		errs[i] = p.Initialize(ctx, k, stateEpoch, startOffsets[i])
+	}
+	return errs
+}
+
+// DeleteAll deletes every key's state, as InitializeAll.
+func DeleteAll(ctx context.Context, p Persister, keys []Key) []error {
+	if bp, ok := p.(Batcher); ok {
+		return bp.DeleteBatch(ctx, keys)
+	}
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		errs[i] = p.Delete(ctx, k)
+	}
+	return errs
+}
+
+// ReadSummaries reads every key's summary, as InitializeAll.
+func ReadSummaries(ctx context.Context, p Persister, keys []Key, leaderEpoch int32) ([]Summary, []error) {
+	if bp, ok := p.(Batcher); ok {
+		return bp.ReadSummaryBatch(ctx, keys, leaderEpoch)
+	}
+	sums := make([]Summary, len(keys))
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		sums[i], errs[i] = p.ReadSummary(ctx, k, leaderEpoch)
+	}
+	return sums, errs
+}

@@ -453,3 +453,86 @@ func TestShareFetchSessionsAndAcknowledge(t *testing.T) {
 		t.Fatalf("fetch on a closed session: %v", kerr.ErrorForCode(resp.ErrorCode))
 	}
 }
+
+// TestShareFetchBatchSize: ShareFetch's BatchSize cuts the acquired records into batches of
+// about that many at log batch boundaries (Kafka's SharePartition.createBatches); record-limit
+// mode does not cut.
+func TestShareFetchBatchSize(t *testing.T) {
+	const topic, group = "sf-batchsize", "sf-group-bs"
+	addr, id := sfBroker(t, topic)
+	s := sfOpen(t, addr, group, "m1", id)
+	values := make([]string, 100)
+	for i := range values {
+		values[i] = strconv.Itoa(i)
+	}
+	sfProduce(t, s.cl, topic, values, 10)
+	var starts []int64 // the log batches' first offsets, from the last fetch's records
+	fetch := func(batchSize int32, mode int8) []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord {
+		t.Helper()
+		req := kmsg.NewPtrShareFetchRequest()
+		req.Version = 2
+		req.GroupID, req.MemberID = &s.group, &s.member
+		req.ShareSessionEpoch = s.epoch
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 2000, 1, 1<<20
+		req.MaxRecords, req.BatchSize, req.ShareAcquireMode = 100, batchSize, mode
+		rt := kmsg.NewShareFetchRequestTopic()
+		rt.TopicID = id
+		rp := kmsg.NewShareFetchRequestTopicPartition()
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := s.mustRequest(req).(*kmsg.ShareFetchResponse)
+		if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("fetch: %+v", resp)
+		}
+		s.epoch++
+		starts = starts[:0]
+		for b := resp.Topics[0].Partitions[0].Records; len(b) > 0; {
+			var rb kmsg.RecordBatch
+			if err := rb.ReadFrom(b); err != nil || 12+int(rb.Length) > len(b) {
+				t.Fatalf("record batch: %v", err)
+			}
+			starts = append(starts, rb.FirstOffset)
+			b = b[12+int(rb.Length):]
+		}
+		return resp.Topics[0].Partitions[0].AcquiredRecords
+	}
+	got := fetch(25, 0)
+	// Kafka's cut: a range ends before the first log batch starting 25 or more offsets past
+	// its start.
+	var want [][2]int64
+	first := int64(0)
+	for _, st := range starts {
+		if st-first >= 25 {
+			want = append(want, [2]int64{first, st - 1})
+			first = st
+		}
+	}
+	want = append(want, [2]int64{first, 99})
+	if len(got) != len(want) || len(want) < 3 {
+		t.Fatalf("acquired %+v, want ranges %v (log batches at %v)", got, want, starts)
+	}
+	for i, w := range want {
+		if got[i].FirstOffset != w[0] || got[i].LastOffset != w[1] || got[i].DeliveryCount != 1 {
+			t.Fatalf("acquired %+v, want ranges %v (log batches at %v)", got, want, starts)
+		}
+	}
+	// Release them all: acquired again in record-limit mode, one range.
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.Version = 2
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &s.group, &s.member, s.epoch
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = id
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+	ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = 0, 99, []int8{2}
+	rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	if resp := s.mustRequest(req).(*kmsg.ShareAcknowledgeResponse); resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("release: %+v", resp)
+	}
+	s.epoch++
+	if got := fetch(25, 1); len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 99 || got[0].DeliveryCount != 2 {
+		t.Fatalf("record-limit mode acquired %+v, want 0-99 at count 2", got)
+	}
+}
