@@ -81,6 +81,7 @@ WORK="$OUT/work"
 rm -rf "$WORK"
 mkdir -p "$WORK"
 
+KT_PORTS_GIVEN="${KT_BASE_PORT:-}${KT_CONTROLLER_BASE_PORT:-}"
 KT_BASE_PORT="${KT_BASE_PORT:-41200}"
 KT_CONTROLLER_BASE_PORT="${KT_CONTROLLER_BASE_PORT:-$((KT_BASE_PORT + 10))}"
 KT_METRICS_BASE_PORT="${KT_METRICS_BASE_PORT:-0}"
@@ -167,19 +168,25 @@ sets=(--set group.initial.rebalance.delay.ms=0
   --set authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
   --set super.users=User:ANONYMOUS)
 for kv in ${KT_CLUSTER_SETS:-}; do sets+=(--set "$kv"); done
+# The default ports lie among the ephemeral ones, where a client connection may hold one: when
+# KT_BASE_PORT was not given and a node cannot bind its port, the cluster is started again 100
+# ports higher (3 tries).
+ready=0
+for attempt in 1 2 3; do
 BOOTSTRAP="127.0.0.1:$KT_BASE_PORT,127.0.0.1:$((KT_BASE_PORT + 1)),127.0.0.1:$((KT_BASE_PORT + 2))"
+busy=0
 for p in "$KT_BASE_PORT" $((KT_BASE_PORT + 1)) $((KT_BASE_PORT + 2)) \
   "$KT_CONTROLLER_BASE_PORT" $((KT_CONTROLLER_BASE_PORT + 1)) $((KT_CONTROLLER_BASE_PORT + 2)); do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then log "127.0.0.1:$p is already in use (KT_BASE_PORT picks others)"; exit 2; fi
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then log "127.0.0.1:$p is already in use (KT_BASE_PORT picks others)"; busy=1; fi
 done
+if (( ! busy )); then
 log "starting weir dev-cluster -n 3 on $BOOTSTRAP (data in $DATA)"
 # Two log dirs per node: the jbod checks move replicas between them (AlterReplicaLogDirs).
 "$WEIR" dev-cluster -n 3 --log-dirs-per-node 2 --dir "$DATA" --base-port "$KT_BASE_PORT" \
   --controller-base-port "$KT_CONTROLLER_BASE_PORT" --metrics-base-port "$KT_METRICS_BASE_PORT" --start-timeout 110s \
   "${sets[@]}" >"$OUT/dev-cluster.log" 2>&1 </dev/null &
 CLUSTER_PID=$!
-ready=0
-while (( $(date +%s) - start_s < 120 )); do
+while (( $(date +%s) - start_s < 120 * attempt )); do
   mapfile -t NODE_PIDS < <(sed -n 's/^  node [0-9]*: pid \([0-9]*\),.*/\1/p' "$OUT/dev-cluster.log")
   if ! kill -0 "$CLUSTER_PID" 2>/dev/null; then break; fi
   if grep -q '^all 3 nodes started' "$OUT/dev-cluster.log" &&
@@ -190,6 +197,16 @@ while (( $(date +%s) - start_s < 120 )); do
     break
   fi
   sleep 1
+done
+fi
+(( ready )) && break
+[[ -n "$KT_PORTS_GIVEN" ]] && break
+if (( ! busy )) && ! grep -rqs 'address already in use' "$OUT/dev-cluster.log" "$DATA"; then break; fi
+log "ports $KT_BASE_PORT.. are taken: starting again 100 ports higher"
+stop_cluster
+rm -rf "${DATA:?}"/*
+KT_BASE_PORT=$((KT_BASE_PORT + 100))
+KT_CONTROLLER_BASE_PORT=$((KT_CONTROLLER_BASE_PORT + 100))
 done
 if (( ! ready )); then
   log "the cluster did not come up within 120 s:"

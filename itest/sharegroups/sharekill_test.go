@@ -613,7 +613,7 @@ func joinFirst(s []string, n int) string {
 // acquired records, and restarted on its data directory. No confirmed acknowledgement is
 // lost, released and held records are delivered again, and the share group drains.
 func TestShareConsumersSurviveBrokerKill(t *testing.T) {
-	tc := tbcluster.Start(t, testcluster.Config{N: 1, Single: true, LogFile: true, Dir: skDir(t), BasePort: 44200, ControllerBasePort: 44210, MetricsBasePort: 44220})
+	tc := tbcluster.Start(t, testcluster.Config{N: 1, Single: true, LogFile: true, Dir: skDir(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	r := skStart(t, tc, "skone", 500)
@@ -633,7 +633,7 @@ func TestShareConsumersSurviveBrokerKill(t *testing.T) {
 // the broker coordinating that share partition's state (its __share_group_state partition's
 // leader) is SIGKILLed the same way.
 func TestShareConsumersSurviveClusterKills(t *testing.T) {
-	tc := tbcluster.Start(t, testcluster.Config{N: 3, LogFile: true, Dir: skDir(t), BasePort: 44230, ControllerBasePort: 44240, MetricsBasePort: 44250})
+	tc := tbcluster.Start(t, testcluster.Config{N: 3, LogFile: true, Dir: skDir(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	r := skStart(t, tc, "skthree", 500)
