@@ -516,18 +516,7 @@ func (g *group) cgHeartbeat(req *ConsumerHeartbeatRequest) (res ConsumerHeartbea
 	}
 
 	// 1. The member, created or updated.
-	var m *cgMember
-	switch {
-	case replaced != nil:
-		m = &cgMember{id: memberID, instanceID: replaced.instanceID, rackID: replaced.rackID, topics: replaced.topics,
-			regex: replaced.regex, rebalanceTimeoutMs: replaced.rebalanceTimeoutMs, serverAssignor: replaced.serverAssignor,
-			assigned: replaced.assigned, pending: partitions{}}
-	case old != nil:
-		cp := *old
-		m = &cp
-	default:
-		m = &cgMember{id: memberID, rebalanceTimeoutMs: -1, assigned: partitions{}, pending: partitions{}}
-	}
+	m := newCGMemberFrom(memberID, old, replaced)
 	if req.InstanceID != nil {
 		m.instanceID = req.InstanceID
 	}
@@ -1444,4 +1433,19 @@ func (g *group) cgCommitMember(m, old, replaced *cgMember, owned []ConsumerTopic
 	m.sessionDeadline = g.now().Add(g.c.memberSessionTimeout(m))
 	g.cgSyncClassicView()
 	return mark, startAssigned, nil
+}
+
+// newCGMemberFrom is the member a request updates: a copy of old, or a new member taking the
+// place of the static member it replaces (its subscription and assignment), or a new member.
+func newCGMemberFrom(memberID string, old, replaced *cgMember) *cgMember {
+	switch {
+	case replaced != nil:
+		return &cgMember{id: memberID, instanceID: replaced.instanceID, rackID: replaced.rackID, topics: replaced.topics,
+			regex: replaced.regex, rebalanceTimeoutMs: replaced.rebalanceTimeoutMs, serverAssignor: replaced.serverAssignor,
+			assigned: replaced.assigned, pending: partitions{}}
+	case old != nil:
+		cp := *old
+		return &cp
+	}
+	return &cgMember{id: memberID, rebalanceTimeoutMs: -1, assigned: partitions{}, pending: partitions{}}
 }

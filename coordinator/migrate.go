@@ -367,17 +367,8 @@ func (g *group) cgClassicJoin(req *JoinRequest, ch chan JoinResult) chan JoinRes
 	if replaced == nil {
 		old = cg.members[memberID]
 	}
-	var m *cgMember
-	switch {
-	case replaced != nil:
-		m = &cgMember{id: memberID, instanceID: replaced.instanceID, rackID: replaced.rackID, topics: replaced.topics,
-			regex: replaced.regex, rebalanceTimeoutMs: replaced.rebalanceTimeoutMs, serverAssignor: replaced.serverAssignor,
-			assigned: replaced.assigned, pending: partitions{}}
-	case old != nil:
-		cp := *old
-		m = &cp
-	default:
-		m = &cgMember{id: memberID, rebalanceTimeoutMs: -1, assigned: partitions{}, pending: partitions{}}
+	m := newCGMemberFrom(memberID, old, replaced)
+	if old == nil && replaced == nil {
 		g.c.log.Info("member joins the consumer group using the classic protocol", "group", g.id, "member", memberID)
 	}
 	if req.InstanceID != nil {
