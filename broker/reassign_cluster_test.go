@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -181,6 +182,7 @@ func TestClusterReassignUnderLoad(t *testing.T) {
 	}()
 
 	prod := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), // every partition gets records (the default sticky partitioner may skip one)
 		kgo.ProducerLinger(2*time.Millisecond), kgo.RecordDeliveryTimeout(60*time.Second), kgo.RecordRetries(1<<30))
 	var pwg sync.WaitGroup
 	pwg.Add(1)
@@ -283,7 +285,17 @@ func TestClusterReassignUnderLoad(t *testing.T) {
 					continue
 				}
 				if len(ref) == 0 || !bytes.Equal(ref, b) {
-					return false, fmt.Sprintf("partition %d: broker 2 has %d bytes, broker %d %d", p, len(ref), id, len(b))
+					var ls []string
+					for _, id := range []int32{2, 3, 4} {
+						pdir := filepath.Join(c.nodes[c.index(id)].dir, fmt.Sprintf("%s-%d", topic, p))
+						es, err := os.ReadDir(pdir)
+						ls = append(ls, fmt.Sprintf("broker %d %s err=%v:", id, pdir, err))
+						for _, e := range es {
+							fi, _ := e.Info()
+							ls = append(ls, fmt.Sprintf("  %s %d", e.Name(), fi.Size()))
+						}
+					}
+					return false, fmt.Sprintf("partition %d: broker 2 has %d bytes, broker %d %d\n%s", p, len(ref), id, len(b), strings.Join(ls, "\n"))
 				}
 			}
 		}
