@@ -345,12 +345,19 @@ func TestClusterOffsetsTopicCappedRF(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	// The topic takes one replica per broker live when it is first made: ask for a coordinator
 	// only once both brokers are registered and unfenced.
-	waitFor(t, 30*time.Second, "both brokers in the metadata", func() (bool, string) {
-		md, err := adm.Metadata(ctx)
-		if err != nil {
-			return false, err.Error()
+	// Each broker answers from its own image, and the one asked for the coordinator creates
+	// the topic from its image: wait until both list both.
+	waitFor(t, 30*time.Second, "both brokers in every broker's metadata", func() (bool, string) {
+		for id := int32(1); id <= 2; id++ {
+			resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl.Broker(int(id)))
+			if err != nil {
+				return false, err.Error()
+			}
+			if len(resp.Brokers) != 2 {
+				return false, fmt.Sprintf("broker %d lists %d brokers", id, len(resp.Brokers))
+			}
 		}
-		return len(md.Brokers) == 2, fmt.Sprintf("%d brokers", len(md.Brokers))
+		return true, ""
 	})
 	waitFor(t, 30*time.Second, "a group coordinator", func() (bool, string) {
 		for _, r := range adm.FindGroupCoordinators(ctx, "g") {
