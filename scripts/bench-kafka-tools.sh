@@ -31,7 +31,10 @@
 #   REPS                  repetitions (default 3; QUICK=1: 1)
 #   QUICK=1               a smoke run: REPS=1 and few records per cell
 #   MODES                 default "durable pagecache"
-#   BROKERS               default "weir kafka"
+#   BROKERS               default "weir kafka"; "weir kafka floor" adds scripts/floorbroker (produce
+#                         cells only): a broker that only checks each batch's CRC and pwrites it,
+#                         the least CPU per record any broker writing through the page cache spends
+#   FLOOR_BIN             the floorbroker binary (default: bin/floorbroker, else built here)
 #   TOOLS_PARTITIONS      default "1 6 64"
 #   TOOLS_SIZES           default "100 1024"
 #   TOOLS_ACKS            default "1 all"
@@ -116,6 +119,12 @@ if [[ -z "${WEIR_BIN:-}" ]]; then
   fi
 fi
 
+if [[ " $BROKERS " == *" floor "* && -z "${FLOOR_BIN:-}" ]]; then
+  if [[ -x "$REPO/bin/floorbroker" ]]; then FLOOR_BIN="$REPO/bin/floorbroker"; else
+    FLOOR_BIN="$OUT/floorbroker"; log "building floorbroker from $REPO"; (cd "$REPO" && go build -o "$FLOOR_BIN" ./scripts/floorbroker)
+  fi
+fi
+
 report() {
   "$WEIR_BIN" bench tools-report "$RESULTS" >"$OUT/report.md" || { log "weir bench tools-report failed"; return 0; }
   cat "$OUT/report.md"
@@ -148,13 +157,15 @@ start_broker() { # WHICH MODE DIR: sets BROKER_PID, BOOTSTRAP
   local which="$1" mode="$2" dir="$3"
   mkdir -p "$dir"
   BROKER_KIND="$which"; BROKER_DIR="$dir"
-  if [[ "$which" == weir ]]; then
+  if [[ "$which" == weir || "$which" == floor ]]; then
+    local bin="$WEIR_BIN"
+    [[ "$which" == floor ]] && bin="$FLOOR_BIN"
     local args=(serve --log-level warn --set "listeners=PLAINTEXT://127.0.0.1:$WEIR_PORT" --set "log.dirs=$dir/data"
       --set group.initial.rebalance.delay.ms=0)
     if [[ "$mode" == pagecache ]]; then args+=(--set "log.flush.interval.messages=$PAGECACHE_FLUSH"); fi
     if port_open "$WEIR_PORT"; then log "127.0.0.1:$WEIR_PORT is already in use"; return 1; fi
     # shellcheck disable=SC2086
-    env ${WEIR_ENV:-} "$WEIR_BIN" "${args[@]}" >"$dir/weir.log" 2>&1 </dev/null &
+    env ${WEIR_ENV:-} "$bin" "${args[@]}" >"$dir/weir.log" 2>&1 </dev/null &
     BROKER_PID=$!
     BOOTSTRAP="127.0.0.1:$WEIR_PORT"
     local deadline=$(( $(date +%s) + 60 ))
@@ -174,7 +185,7 @@ start_broker() { # WHICH MODE DIR: sets BROKER_PID, BOOTSTRAP
 
 stop_broker() {
   [[ -n "$BROKER_PID" ]] || return 0
-  if [[ "$BROKER_KIND" == weir ]]; then
+  if [[ "$BROKER_KIND" == weir || "$BROKER_KIND" == floor ]]; then
     kill -TERM "$BROKER_PID" 2>/dev/null || true
     local i
     for i in $(seq 300); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.1; done
@@ -278,6 +289,7 @@ run_broker() { # REP MODE WHICH
       produce_row "$rep" "$mode" "$which" "produce p=$p size=$s acks=$a" "$lf"
     done; done; done
   fi
+  if [[ "$which" == floor ]]; then stop_broker; rm -rf "$dir"; return 0; fi # the floor serves produce only
   if cells_of txn; then
     local lf="$OUT/logs/$tag-txn.log"
     # shellcheck disable=SC2086

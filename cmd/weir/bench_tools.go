@@ -216,6 +216,7 @@ func writeToolsReport(w io.Writer, runs []*toolsRun) {
 			fmtToolsNum(med(ws, cpuOf), 2), fmtToolsNum(med(ks, cpuOf), 2), spread(cpu),
 			fmtToolsNum(med(ws, anon), 0), fmtToolsNum(med(ks, anon), 0), fmtToolsNum(med(ws, file), 0), fmtToolsNum(med(ks, file), 0))
 	}
+	writeFloorTable(w, keys, func(k key, broker string) map[string]*toolsRun { return byKey[k][broker] })
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "(produce and txn: ProducerPerformance, --throughput -1, latency from send() to the acknowledgement in whole ms;")
 	fmt.Fprintln(w, "consume: ConsumerPerformance fetch-only records/s, after the group join; e2e: EndToEndLatency, one record at a")
@@ -261,4 +262,82 @@ func replaceBlock(path, begin, end, block string) error {
 		return fmt.Errorf("%s has no %s ... %s block", path, begin, end)
 	}
 	return os.WriteFile(path, []byte(s[:i+len(begin)]+"\n"+block+"\n"+s[j:]), 0o644)
+}
+
+// writeFloorTable compares, for the cells that ran under scripts/floorbroker too (BROKERS="weir
+// kafka floor"), each broker's CPU per record with the floor's: what checking each batch's CRC
+// and writing it through the page cache costs, with the same tool, in the same repetition. A
+// third of Kafka's CPU is reachable in a cell only where the floor is below it.
+func writeFloorTable[K comparable](w io.Writer, keys []K, runsOf func(K, string) map[string]*toolsRun) {
+	type row struct {
+		k  K
+		fs map[string]*toolsRun
+	}
+	var rows []row
+	for _, k := range keys {
+		if fs := runsOf(k, "floor"); len(fs) > 0 {
+			rows = append(rows, row{k, fs})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Against the floor (scripts/floorbroker: CRC32C and one pwrite per partition per request, nothing else), broker")
+	fmt.Fprintln(w, "CPU µs per record, medians, and per repetition the ratio to the floor's run of that repetition, median (min–max).")
+	fmt.Fprintln(w, "A third of Kafka's CPU is reachable only where the floor is below it.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| cell | CPU µs/record floor / weir / Kafka | weir / floor | Kafka / floor | a third of Kafka's | floor below it |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---|")
+	for _, r := range rows {
+		ws, ks := runsOf(r.k, "weir"), runsOf(r.k, "kafka")
+		ratios := func(bs map[string]*toolsRun) []float64 {
+			var reps []string
+			for rep := range bs {
+				if _, ok := r.fs[rep]; ok {
+					reps = append(reps, rep)
+				}
+			}
+			sort.Strings(reps)
+			var out []float64
+			for _, rep := range reps {
+				out = append(out, toolsRatio(bs[rep].cpuPerRecord(), r.fs[rep].cpuPerRecord()))
+			}
+			return out
+		}
+		med := func(rs map[string]*toolsRun) float64 {
+			var xs []float64
+			for _, x := range rs {
+				if v := x.cpuPerRecord(); !math.IsNaN(v) {
+					xs = append(xs, v)
+				}
+			}
+			if len(xs) == 0 {
+				return math.NaN()
+			}
+			return median(xs)
+		}
+		fl, wm, km := med(r.fs), med(ws), med(ks)
+		reach := "-"
+		if !math.IsNaN(fl) && !math.IsNaN(km) {
+			reach = "no"
+			if fl <= km/3 {
+				reach = "yes"
+			}
+		}
+		var mode, cell string
+		if rr := anyRun(r.fs); rr != nil {
+			mode, cell = rr.mode, rr.cell
+		}
+		fmt.Fprintf(w, "| %s %s | %s / %s / %s | %s | %s | %s | %s |\n", mode, cell,
+			fmtToolsNum(fl, 2), fmtToolsNum(wm, 2), fmtToolsNum(km, 2),
+			spread(ratios(ws)), spread(ratios(ks)), fmtToolsNum(km/3, 2), reach)
+	}
+}
+
+func anyRun(rs map[string]*toolsRun) *toolsRun {
+	for _, r := range rs {
+		return r
+	}
+	return nil
 }

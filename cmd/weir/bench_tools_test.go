@@ -21,6 +21,10 @@ func TestBenchToolsReport(t *testing.T) {
 		"2\tpagecache\tweir\tproduce p=1 size=100 acks=1\tproduce\t1000000\t100\t4\t40\t40\t1.5\t10240\t20480\t\n" +
 		"3\tpagecache\tweir\tproduce p=1 size=100 acks=1\tproduce\t1000000\t300\t1\t10\t10\t1.0\t10240\t20480\t\n" +
 		"3\tpagecache\tkafka\tproduce p=1 size=100 acks=1\tproduce\t1000000\t100\t4\t40\t40\t3.0\t409600\t30720\t\n" +
+		// the floor: 0.5, 0.5, 0.25 µs/record: weir/floor 2, 3, 4; Kafka/floor 6, 6, 12; Kafka/3 = 1 > 0.5.
+		"1\tpagecache\tfloor\tproduce p=1 size=100 acks=1\tproduce\t1000000\t400\t1\t5\t5\t0.5\t1024\t1024\t\n" +
+		"2\tpagecache\tfloor\tproduce p=1 size=100 acks=1\tproduce\t1000000\t400\t1\t5\t5\t0.5\t1024\t1024\t\n" +
+		"3\tpagecache\tfloor\tproduce p=1 size=100 acks=1\tproduce\t1000000\t400\t1\t5\t5\t0.25\t1024\t1024\t\n" +
 		// consume: no latency.
 		"1\tdurable\tweir\tconsume p=6 size=1024\tconsume\t5000\t50000\t-\t-\t-\t0.05\t2048\t1024\tjoin 10 ms\n" +
 		"1\tdurable\tkafka\tconsume p=6 size=1024\tconsume\t5000\t25000\t-\t-\t-\t0.20\t409600\t1024\tjoin 3000 ms\n" +
@@ -47,6 +51,7 @@ func TestBenchToolsReport(t *testing.T) {
 		"| durable | e2e size=100 acks=all | 1 | - | - | - | - | - / 500.00 | - |",
 		"| durable | e2e size=100 acks=all | weir | 1 | 0 | - | - | - | - | - | 2 | 1 | failed: x.log |",
 		"| durable | consume p=6 size=1024 | kafka | 1 | 5000 | 25000 | - | - | - | 40.00 | 400 | 1 | join 3000 ms |",
+		"| pagecache produce p=1 size=100 acks=1 | 0.50 / 1.00 / 3.00 | 3.00 (2.00–4.00) | 6.00 (6.00–12.00) | 1.00 | yes |",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("report lacks\n%s\nin\n%s", want, s)

@@ -36,7 +36,7 @@ var layers = map[string]int{
 	"broker": 5, "benchmarks": 5,
 	// 6: commands.
 	"cmd/weir": 6, "benchmarks/cmd/clusterbench": 6, "scripts/redteam": 6, "scripts/manyparts": 6,
-	"scripts/fetchsessions": 6,
+	"scripts/fetchsessions": 6, "scripts/floorbroker": 6,
 	// 6: test harnesses that start brokers in-process or as child processes.
 	"internal/testcluster/inproc": 6, "internal/testcluster/tbcluster": 6,
 	// 6: client suites whose tests start brokers (no code of their own).
