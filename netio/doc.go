@@ -33,7 +33,7 @@
 // writers only release, so every wait ends once the replies ahead of it are written, and those
 // wait for bounded things only (fdatasync, a long poll's max wait, acks=all's timeout). Idle
 // frame buffers above 1 MiB are kept in a pool bounded to 64 MiB (or a quarter of
-// MaxQueuedBytes); smaller ones in bytebufferpool. Stats reports bytes, decode charges and requests held, muted
+// MaxQueuedBytes); smaller ones in one sync.Pool per power-of-two size (framepool.go). Stats reports bytes, decode charges and requests held, muted
 // connections and refused connections.
 //
 // Quota throttling (Reply.Throttle, KIP-219): a reply with a throttle is written at once, and

@@ -264,13 +264,42 @@ func TestFramePools(t *testing.T) {
 	if f := s.getFrame(100 << 10); cap(f.B) > 2*(100<<10)+smallFrame {
 		t.Fatalf("a 100 KiB frame got a %d-byte buffer", cap(f.B))
 	}
-	big := bytebufferpool.Get()
-	big.B = make([]byte, 0, 900<<10)
-	bytebufferpool.Put(big)
+	s.putFrame(&bytebufferpool.ByteBuffer{B: make([]byte, 0, 900<<10)}) // not a class: dropped
+	s.putFrame(&bytebufferpool.ByteBuffer{B: make([]byte, 0, 1<<20)})
 	for i := 0; i < 100; i++ {
 		if f := s.getFrame(100); cap(f.B) > 2*100+smallFrame {
 			t.Fatalf("a 100-byte frame got a %d-byte buffer", cap(f.B))
 		}
+	}
+	// Every size up to bigFrame gets a buffer that holds it and is at most twice its size (or
+	// the smallest class), after any history of sizes.
+	for _, size := range []int{1, 4096, 4097, 16 << 10, 100 << 10, 512<<10 + 1, 1 << 20} {
+		for range 3 {
+			f := s.getFrame(size)
+			if cap(f.B) < size || cap(f.B) > max(2*size, minFrameClass) || len(f.B) != 0 {
+				t.Fatalf("a %d-byte frame got len %d cap %d", size, len(f.B), cap(f.B))
+			}
+			s.putFrame(f)
+		}
+	}
+}
+
+// TestFramePoolReuse: frames of a size reuse their buffers whatever sizes came before (no
+// allocation per request once warm), as a six-partition producer after a one-partition one.
+func TestFramePoolReuse(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	s := NewServer(Config{MaxQueuedBytes: 16 << 20}, NewRegistry())
+	for range 50000 {
+		s.putFrame(s.getFrame(16 << 10))
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		f := s.getFrame(100 << 10)
+		s.putFrame(f)
+	})
+	if allocs > 0.01 {
+		t.Fatalf("%.2f allocations per 100 KiB frame", allocs)
 	}
 }
 
