@@ -183,13 +183,7 @@ func writeToolsReport(w io.Writer, runs []*toolsRun) {
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, k := range keys {
 		ws, ks := byKey[k]["weir"], byKey[k]["kafka"]
-		var reps []string
-		for rep := range ws {
-			if _, ok := ks[rep]; ok {
-				reps = append(reps, rep)
-			}
-		}
-		sort.Strings(reps)
+		reps := sharedReps(ws, ks)
 		var rate, p50, p99, p999, cpu []float64
 		for _, rep := range reps {
 			a, b := ws[rep], ks[rep]
@@ -199,15 +193,7 @@ func writeToolsReport(w io.Writer, runs []*toolsRun) {
 			p999 = append(p999, toolsRatio(b.p999, a.p999))
 			cpu = append(cpu, toolsRatio(b.cpuPerRecord(), a.cpuPerRecord()))
 		}
-		med := func(rs map[string]*toolsRun, v func(*toolsRun) float64) float64 {
-			var xs []float64
-			for _, r := range rs {
-				if x := v(r); !math.IsNaN(x) {
-					xs = append(xs, x)
-				}
-			}
-			return median(xs)
-		}
+		med := medianOver
 		cpuOf := func(r *toolsRun) float64 { return r.cpuPerRecord() }
 		anon := func(r *toolsRun) float64 { return r.anonKiB / 1024 }
 		file := func(r *toolsRun) float64 { return r.fileKiB / 1024 }
@@ -292,32 +278,14 @@ func writeFloorTable[K comparable](w io.Writer, keys []K, runsOf func(K, string)
 	for _, r := range rows {
 		ws, ks := runsOf(r.k, "weir"), runsOf(r.k, "kafka")
 		ratios := func(bs map[string]*toolsRun) []float64 {
-			var reps []string
-			for rep := range bs {
-				if _, ok := r.fs[rep]; ok {
-					reps = append(reps, rep)
-				}
-			}
-			sort.Strings(reps)
 			var out []float64
-			for _, rep := range reps {
+			for _, rep := range sharedReps(bs, r.fs) {
 				out = append(out, toolsRatio(bs[rep].cpuPerRecord(), r.fs[rep].cpuPerRecord()))
 			}
 			return out
 		}
-		med := func(rs map[string]*toolsRun) float64 {
-			var xs []float64
-			for _, x := range rs {
-				if v := x.cpuPerRecord(); !math.IsNaN(v) {
-					xs = append(xs, v)
-				}
-			}
-			if len(xs) == 0 {
-				return math.NaN()
-			}
-			return median(xs)
-		}
-		fl, wm, km := med(r.fs), med(ws), med(ks)
+		cpuOf := (*toolsRun).cpuPerRecord
+		fl, wm, km := medianOver(r.fs, cpuOf), medianOver(ws, cpuOf), medianOver(ks, cpuOf)
 		reach := "-"
 		if !math.IsNaN(fl) && !math.IsNaN(km) {
 			reach = "no"
@@ -333,6 +301,29 @@ func writeFloorTable[K comparable](w io.Writer, keys []K, runsOf func(K, string)
 			fmtToolsNum(fl, 2), fmtToolsNum(wm, 2), fmtToolsNum(km, 2),
 			spread(ratios(ws)), spread(ratios(ks)), fmtToolsNum(km/3, 2), reach)
 	}
+}
+
+// sharedReps lists, in order, the repetitions that ran under both a and b.
+func sharedReps(a, b map[string]*toolsRun) []string {
+	var reps []string
+	for rep := range a {
+		if _, ok := b[rep]; ok {
+			reps = append(reps, rep)
+		}
+	}
+	sort.Strings(reps)
+	return reps
+}
+
+// medianOver is the median of v over the runs of rs where it is known (NaN if none).
+func medianOver(rs map[string]*toolsRun, v func(*toolsRun) float64) float64 {
+	var xs []float64
+	for _, r := range rs {
+		if x := v(r); !math.IsNaN(x) {
+			xs = append(xs, x)
+		}
+	}
+	return median(xs)
 }
 
 func anyRun(rs map[string]*toolsRun) *toolsRun {
