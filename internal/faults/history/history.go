@@ -133,21 +133,15 @@ func (w *Writer) Append(op Op) (Op, error) {
 	if op.Time == 0 {
 		op.Time = w.Now()
 	}
-	b, err := json.Marshal(op)
-	if err != nil {
-		return op, fmt.Errorf("history: %w", err)
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return op, w.err
 	}
 	op.Index = w.next
-	if op.Index != 0 {
-		// Index is the first field: re-marshal only when it changes (cheap enough for a test).
-		if b, err = json.Marshal(op); err != nil {
-			return op, fmt.Errorf("history: %w", err)
-		}
+	b, err := json.Marshal(op)
+	if err != nil {
+		return op, fmt.Errorf("history: %w", err)
 	}
 	w.next++
 	if _, err := w.w.Write(append(b, '\n')); err != nil {
