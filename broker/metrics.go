@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/weir-mq/weir/internal/faultctl"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
@@ -59,6 +60,7 @@ func (b *Broker) initObs() {
 		Addr:  addr,
 		Pprof: keyMetricsPprofEnable.Get(b.cfg),
 		Ready: b.ready,
+		Extra: faultctl.Handlers(),
 	}, b.obs.reg)
 	if err != nil {
 		slog.Error("metrics.listener: cannot listen; /metrics, /healthz and /readyz are not served", "addr", addr, "err", err)
@@ -66,6 +68,9 @@ func (b *Broker) initObs() {
 	}
 	b.obs.admin = s
 	slog.Info("admin listener", "metrics.listener", s.Addr(), "pprof", keyMetricsPprofEnable.Get(b.cfg))
+	if faultctl.Enabled() {
+		slog.Warn("this binary was built with -tags faults: the admin listener serves unauthenticated fault control (test clusters only)", "paths", faultctl.Paths())
+	}
 }
 
 // stopObs closes the admin listener.

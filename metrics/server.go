@@ -22,6 +22,9 @@ type ServerConfig struct {
 	Pprof bool
 	// Ready reports readiness for /readyz: nil when ready, else the reason it is not.
 	Ready func() error
+	// Extra are more endpoints by path (the fault control of a `-tags faults` build:
+	// internal/faultctl); nil in a release binary.
+	Extra map[string]http.Handler
 }
 
 // Server is the admin HTTP listener: /metrics, /healthz, /readyz, and /debug/pprof/ when
@@ -82,6 +85,9 @@ func Handler(cfg ServerConfig, r *Registry) http.Handler {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	for path, h := range cfg.Extra {
+		mux.Handle(path, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		if req.URL.Path != "/" {
