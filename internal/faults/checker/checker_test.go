@@ -463,3 +463,33 @@ func TestUnavailabilityAndCounts(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
+
+func TestPollOutcomesAndPositions(t *testing.T) {
+	build := func(middle history.Type) []history.Op {
+		var h hist
+		h.op(send(0, history.OK, m(0, 0, 1), m(0, 1, 2), m(0, 2, 3)))
+		h.op(poll(2, false, m(0, 0, 1), m(0, 1, 2), m(0, 2, 3)))
+		h.op(assign(1, m(0, 0, 0)))
+		h.op(poll(1, false, m(0, 0, 1)))
+		p := poll(1, false)
+		p.Type = middle
+		h.op(p)
+		h.op(poll(1, false, m(0, 2, 3)))
+		return h.lines
+	}
+	// An info poll may have returned records the history does not show: the position is unknown.
+	only(t, Check(build(history.Info), Options{}))
+	// A failed poll returned nothing: the consumer skipped offset 1.
+	only(t, Check(build(history.Fail), Options{}), KindSkippedPoll)
+}
+
+func TestTxnOffsetCommitRegression(t *testing.T) {
+	var h hist
+	// A consume-transform-produce txn commits offset 7 of t/1 for group g with its record.
+	tx := txn(1, history.OK, m(0, 0, 1), m(1, 7, 0))
+	tx.Group, tx.Generation = "g", 1
+	c := h.op(tx)
+	f := h.op(history.Op{Process: 2, Type: history.OK, F: history.FFetchOffsets, Group: "g", Mops: []history.Mop{m(1, 3, 0)}})
+	ex := only(t, Check(h.lines, Options{}), KindCommitRegression)
+	wantOps(t, ex, c, f)
+}

@@ -60,17 +60,23 @@ func (g *graph) out(v int32) []int32 { return g.adj[g.start[v]:g.start[v+1]] }
 // the polls that read them, and reports each strongly connected component as a G1c cycle.
 func (c *check) checkCycles() {
 	var g graph
-	commit := make(map[int32]int32) // txn op -> its commit node
-	lineNode := make(map[int32]int32)
+	commit := make(map[int32]int32)         // txn op -> its commit node
+	lineNode := make([]int32, len(c.lines)) // line position -> node, -1: none
+	rec := make([]int32, len(c.vals))       // val -> record node, -1: none
+	for i := range lineNode {
+		lineNode[i] = -1
+	}
+	for i := range rec {
+		rec[i] = -1
+	}
 	line := func(pos int32) int32 {
-		if n, ok := lineNode[pos]; ok {
+		if n := lineNode[pos]; n >= 0 {
 			return n
 		}
 		n := g.node(nLine, pos)
 		lineNode[pos] = n
 		return n
 	}
-	rec := make(map[int32]int32) // val -> record node
 
 	// Records of committed txns, with their txn's invoke, commit and completion.
 	for v := range c.vals {
@@ -99,8 +105,8 @@ func (c *check) checkCycles() {
 	for _, pt := range c.parts {
 		prev := int32(-1)
 		for _, e := range pt.log {
-			r, ok := rec[e.v]
-			if !ok || c.vals[e.v].off != e.off {
+			r := rec[e.v]
+			if r < 0 || c.vals[e.v].off != e.off {
 				continue
 			}
 			if prev >= 0 {
@@ -123,8 +129,8 @@ func (c *check) checkCycles() {
 			if !ok {
 				continue
 			}
-			r, ok := rec[v]
-			if !ok {
+			r := rec[v]
+			if r < 0 {
 				continue
 			}
 			if end < 0 {
@@ -139,13 +145,14 @@ func (c *check) checkCycles() {
 		}
 	}
 	// Real time: the lines in history order.
-	lines := make([]int32, 0, len(lineNode))
-	for pos := range lineNode {
-		lines = append(lines, pos)
-	}
-	slices.Sort(lines)
-	for k := 1; k < len(lines); k++ {
-		g.edge(lineNode[lines[k-1]], lineNode[lines[k]])
+	prev := int32(-1)
+	for _, n := range lineNode {
+		if n >= 0 {
+			if prev >= 0 {
+				g.edge(prev, n)
+			}
+			prev = n
+		}
 	}
 	g.freeze()
 
@@ -207,6 +214,9 @@ func shortestCycle(g *graph, start int32, inSCC []int32, scc int32) []int32 {
 	return []int32{start}
 }
 
+// maxCycleSteps bounds the steps of a cycle an example spells out.
+const maxCycleSteps = 16
+
 // explainCycle renders a cycle as an example: the ops involved and each step.
 func (c *check) explainCycle(g *graph, cyc []int32, size int) Example {
 	ex := Example{Partition: -1, Offset: -1}
@@ -243,6 +253,9 @@ func (c *check) explainCycle(g *graph, cyc []int32, size int) Example {
 			s = fmt.Sprintf("txn %d appended %d at %s/%d@%d", c.index(x.writer), x.value, pt.topic, pt.partition, x.off)
 		}
 		steps = append(steps, s)
+	}
+	if len(steps) > maxCycleSteps {
+		steps = append(steps[:maxCycleSteps:maxCycleSteps], fmt.Sprintf("... (%d more steps)", len(steps)-maxCycleSteps))
 	}
 	for _, o := range ops {
 		ex.Ops = append(ex.Ops, c.index(o))

@@ -56,8 +56,8 @@ func (c *check) groupOf(o int32) (string, int32) {
 }
 
 // checkGroups checks consumer group offsets: an ok fetch-offsets never observes an offset below
-// an ok commit that completed before it was invoked, and no commit with a generation older than
-// one the group had reached is accepted.
+// an ok commit (or committed txn's offset commit) that completed before it was invoked, and no
+// commit with a generation older than one the group had reached is accepted.
 func (c *check) checkGroups() {
 	commits := make(map[gp]*marks)
 	gens := make(map[string]*marks)
@@ -77,8 +77,11 @@ func (c *check) checkGroups() {
 				}
 				ms.add(comp, int64(gen), o)
 			}
-		case history.FCommit:
+		case history.FCommit, history.FTxn:
 			g, gen := c.groupOf(o)
+			if g == "" {
+				continue
+			}
 			if m, ok := gens[g].before(c.ops[i].inv); ok && gen > 0 && int64(gen) < m.max {
 				c.res.add(KindFencedCommit, Example{
 					Group: g, Partition: -1, Offset: -1,
@@ -87,7 +90,8 @@ func (c *check) checkGroups() {
 				})
 			}
 			for _, mo := range c.mopsOf(o) {
-				if mo.Offset < 0 {
+				// A txn's records carry values; the offsets it commits do not.
+				if mo.Offset < 0 || sendMop(&mo) {
 					continue
 				}
 				k := gp{g, c.partID(mo.Topic, mo.Partition)}

@@ -51,6 +51,9 @@ func (c *check) checkPolls() {
 			}
 			rc := l.Isolation == readCommitted || c.comp(o).Isolation == readCommitted
 			for _, m := range c.mopsOf(o) {
+				if m.Offset < 0 {
+					continue
+				}
 				p := c.partID(m.Topic, m.Partition)
 				if last, ok := pos[p]; ok {
 					c.checkStep(p, last, m.Offset, o, rc)

@@ -265,7 +265,7 @@ func TestRandomInjectedAnomalies(t *testing.T) {
 // BenchmarkCheck checks a simulated history of about a million mops.
 func BenchmarkCheck(b *testing.B) {
 	s := newSim(1, 8)
-	lines := s.run(1_200_000, true)
+	lines := s.run(270_000, true)
 	mops := 0
 	for _, l := range lines {
 		mops += len(l.Mops)

@@ -17,7 +17,8 @@ type sim struct {
 	lines []history.Op
 	now   int64
 
-	logs    [][]simRec // per partition of topic "t"
+	logs    [][]simRec      // per partition of topic "t"
+	open    []map[int]int64 // per partition: open txn -> its first offset there
 	txnDone map[int]int8
 	nextVal int64
 	nextTxn int
@@ -28,6 +29,7 @@ type sim struct {
 
 	// The share partition "s"/0 of share group "sg".
 	shareEnd  int64
+	shareLow  int64 // every record below is done
 	shareRecs map[int64]*shareRec
 	limit     int16
 
@@ -85,10 +87,14 @@ func newSim(seed uint64, nparts int) *sim {
 	s := &sim{
 		r:         rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		logs:      make([][]simRec, nparts),
+		open:      make([]map[int]int64, nparts),
 		txnDone:   map[int]int8{},
 		committed: map[int32]int64{},
 		shareRecs: map[int64]*shareRec{},
 		limit:     5,
+	}
+	for p := range s.open {
+		s.open[p] = map[int]int64{}
 	}
 	add := func(kind, n int) {
 		for range n {
@@ -161,12 +167,11 @@ func (s *sim) finalRead() {
 
 // lso is the first offset of an open transaction's record in partition p.
 func (s *sim) lso(p int) int64 {
-	for i, r := range s.logs[p] {
-		if r.txn != 0 && !r.ctrl && s.txnDone[r.txn] == 0 {
-			return int64(i)
-		}
+	lso := int64(len(s.logs[p]))
+	for _, off := range s.open[p] {
+		lso = min(lso, off)
 	}
-	return int64(len(s.logs[p]))
+	return lso
 }
 
 // read polls up to max records per assigned partition from c's positions.
@@ -200,7 +205,16 @@ func (s *sim) read(c *simProc, max int) []history.Mop {
 
 func (s *sim) append(p int32, r simRec) int64 {
 	s.logs[p] = append(s.logs[p], r)
-	return int64(len(s.logs[p]) - 1)
+	off := int64(len(s.logs[p]) - 1)
+	if r.txn != 0 && !r.ctrl {
+		if _, ok := s.open[p][r.txn]; !ok {
+			s.open[p][r.txn] = off
+		}
+	}
+	if r.ctrl {
+		delete(s.open[p], r.txn)
+	}
+	return off
 }
 
 func (s *sim) value() int64 {
@@ -429,20 +443,25 @@ func (p *simProc) stepShare(s *sim) {
 	case history.FShareDeliver:
 		// The acquisition lock of some other consumer's record may expire.
 		if s.r.IntN(10) == 0 {
-			for off, r := range s.shareRecs {
-				if r.holder >= 0 && r.holder != p.id && !r.done {
+			for _, q := range s.procs {
+				if q.kind != pShare || q == p || len(q.held) == 0 {
+					continue
+				}
+				if r := s.shareRecs[q.held[0]]; r.holder == q.id && !r.done {
 					r.holder = -1
 					if r.dc >= s.limit {
 						r.done = true
 					}
-					_ = off
-					break
 				}
+				break
 			}
 		}
 		s.shareEnd += int64(s.r.IntN(3))
 		var mops []history.Mop
-		for off := int64(0); off < s.shareEnd && len(mops) < 3; off++ {
+		for s.shareLow < s.shareEnd && s.shareRecs[s.shareLow] != nil && s.shareRecs[s.shareLow].done {
+			s.shareLow++
+		}
+		for off := s.shareLow; off < s.shareEnd && len(mops) < 3; off++ {
 			r := s.shareRecs[off]
 			if r == nil {
 				r = &shareRec{holder: -1}
@@ -461,6 +480,15 @@ func (p *simProc) stepShare(s *sim) {
 		p.held = nil
 		for _, m := range inv.Mops {
 			if r := s.shareRecs[m.Offset]; r.holder != p.id || r.done {
+				// The records still held are released (their locks would expire).
+				for _, m := range inv.Mops {
+					if r := s.shareRecs[m.Offset]; r.holder == p.id {
+						r.holder = -1
+						if r.dc >= s.limit {
+							r.done = true
+						}
+					}
+				}
 				s.emit(history.Op{Process: p.id, Type: history.Fail, F: history.FShareAck, Group: "sg", Mops: inv.Mops, Error: "INVALID_RECORD_STATE"})
 				return
 			}
