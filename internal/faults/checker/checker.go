@@ -31,6 +31,7 @@ func Check(ops []history.Op, opts Options) Result {
 	c.pair()
 	c.build()
 	c.checkLog()
+	c.checkSends()
 	c.checkPolls()
 	c.checkCycles()
 	c.checkGroups()

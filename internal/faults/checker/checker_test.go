@@ -317,7 +317,7 @@ func TestG1cCycle(t *testing.T) {
 	var g hist
 	a := g.op(txn(1, history.OK, m(0, 2, 1)))
 	b := g.op(txn(2, history.OK, m(0, 0, 2)))
-	ex = only(t, Check(g.lines, Options{}), KindG1c)
+	ex = only(t, Check(g.lines, Options{}), KindG1c, KindNonmonotonicSend)
 	wantOps(t, ex, a, b)
 
 	// The same records written by concurrent txns, in either order, and read: no cycle.
@@ -492,4 +492,24 @@ func TestTxnOffsetCommitRegression(t *testing.T) {
 	f := h.op(history.Op{Process: 2, Type: history.OK, F: history.FFetchOffsets, Group: "g", Mops: []history.Mop{m(1, 3, 0)}})
 	ex := only(t, Check(h.lines, Options{}), KindCommitRegression)
 	wantOps(t, ex, c, f)
+}
+
+func TestNonmonotonicSend(t *testing.T) {
+	var h hist
+	a := h.op(send(0, history.OK, m(0, 5, 1)))
+	h.op(txn(1, history.Fail, m(1, 9, 2))) // another partition
+	b := h.op(send(2, history.OK, m(0, 3, 3)))
+	ex := only(t, Check(h.lines, Options{}), KindNonmonotonicSend)
+	if !slices.Equal(ex.Offsets, []int64{5, 3}) || ex.Value != 3 {
+		t.Fatalf("example %+v", ex)
+	}
+	wantOps(t, ex, a, b)
+
+	// Concurrent sends may be acknowledged in any order.
+	var g hist
+	x := send(0, history.OK, m(0, 5, 1))
+	g.invoke(x)
+	g.op(send(2, history.OK, m(0, 3, 3)))
+	g.line(x)
+	only(t, Check(g.lines, Options{}))
 }

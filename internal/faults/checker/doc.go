@@ -37,6 +37,10 @@
 //     anomaly only with Options.Idempotent (otherwise retries legitimately duplicate).
 //   - inconsistent-offsets: two or more values at one (topic, partition, offset), from send acks
 //     and polls together; counted per offset.
+//   - nonmonotonic-send: a send or txn op's completion acknowledges a record at an offset not
+//     above the offset of a record of the same partition acknowledged (to any op, whatever the
+//     txn's outcome) before this op was invoked: records appended later must get higher offsets.
+//     Counted per op.
 //   - nonmonotonic-poll: a process's ok polls return, for one partition, an offset not above the
 //     one it returned before (within a poll or across polls) since its last ok assign. An ok
 //     assign sets each listed partition's position to the assigned offset (-1: unknown, no check

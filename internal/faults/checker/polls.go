@@ -95,3 +95,45 @@ func (c *check) checkStep(p int32, last position, off int64, o int32, rc bool) {
 	}
 	c.res.add(KindSkippedPoll, ex)
 }
+
+// checkSends checks that the log grows in real time: a record acknowledged to a send or txn op
+// lies above every record of its partition acknowledged before that op was invoked.
+func (c *check) checkSends() {
+	acked := make(map[int32]*marks)
+	for i := range c.ops {
+		o := int32(i)
+		f := c.inv(o).F
+		if (f != history.FSend && f != history.FTxn) || c.ops[i].comp < 0 || c.ops[i].comp == c.ops[i].inv {
+			continue
+		}
+		mops := c.comp(o).Mops
+		for _, m := range mops {
+			if m.Offset < 0 || !sendMop(&m) {
+				continue
+			}
+			p := c.partID(m.Topic, m.Partition)
+			if b, ok := acked[p].before(c.ops[i].inv); ok && m.Offset <= b.max {
+				c.res.add(KindNonmonotonicSend, Example{
+					Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Value: m.Value,
+					Offsets: []int64{b.max, m.Offset},
+					Ops:     c.opsOf(b.op, o),
+					Detail: fmt.Sprintf("value %d acknowledged at offset %d, not above offset %d acknowledged before it was sent",
+						m.Value, m.Offset, b.max),
+				})
+				break
+			}
+		}
+		for _, m := range mops {
+			if m.Offset < 0 || !sendMop(&m) {
+				continue
+			}
+			p := c.partID(m.Topic, m.Partition)
+			ms := acked[p]
+			if ms == nil {
+				ms = new(marks)
+				acked[p] = ms
+			}
+			ms.add(c.ops[i].comp, m.Offset, o)
+		}
+	}
+}

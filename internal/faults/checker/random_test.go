@@ -144,6 +144,15 @@ var injections = []injection{
 		lines = appendOp(lines, history.Op{Type: history.OK, F: history.FSend, Mops: []history.Mop{m}})
 		return lines, true
 	}},
+	{KindNonmonotonicSend, func(lines []history.Op) ([]history.Op, bool) {
+		i, j, ok := findMop(lines, history.FSend, history.OK, func(_ history.Op, m history.Mop) bool { return m.Offset > 0 })
+		if !ok {
+			return nil, false
+		}
+		m := lines[i].Mops[j]
+		m.Offset, m.Value = m.Offset-1, 1<<42
+		return appendOp(lines, history.Op{Type: history.OK, F: history.FSend, Mops: []history.Mop{m}}), true
+	}},
 	{KindNonmonotonicPoll, func(lines []history.Op) ([]history.Op, bool) {
 		i, j, ok := findMop(lines, history.FPoll, history.OK, func(l history.Op, m history.Mop) bool { return len(l.Mops) >= 2 })
 		if !ok {

@@ -12,6 +12,7 @@ const (
 	KindUnseen              = "unseen"
 	KindDuplicate           = "duplicate"
 	KindInconsistentOffsets = "inconsistent-offsets"
+	KindNonmonotonicSend    = "nonmonotonic-send"
 	KindNonmonotonicPoll    = "nonmonotonic-poll"
 	KindSkippedPoll         = "skipped-poll"
 	KindAbortedRead         = "aborted-read"
@@ -34,6 +35,7 @@ var kinds = []struct {
 	{KindUnseen, false},
 	{KindDuplicate, true},
 	{KindInconsistentOffsets, true},
+	{KindNonmonotonicSend, true},
 	{KindNonmonotonicPoll, true},
 	{KindSkippedPoll, true},
 	{KindAbortedRead, true},
