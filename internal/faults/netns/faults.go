@@ -106,6 +106,7 @@ func (nt *Net) Method() string {
 }
 
 // Cuts describes the current cuts, "1->2 2->1 c->3" (c: the clients), sorted; "" when healed.
+// After a failed fault it ends in "partial": some of that fault's cuts may be in place.
 func (nt *Net) Cuts() string {
 	nt.mu.Lock()
 	defer nt.mu.Unlock()
@@ -123,6 +124,9 @@ func (nt *Net) Cuts() string {
 	parts := make([]string, len(ps))
 	for k, p := range ps {
 		parts[k] = host(p.from) + "->" + host(p.to)
+	}
+	if nt.dirty {
+		parts = append(parts, "partial")
 	}
 	return strings.Join(parts, " ")
 }
