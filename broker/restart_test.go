@@ -61,9 +61,13 @@ func (o nodeOutput) String() string { return o.n.Output() }
 // when set, and waits for its /readyz.
 func startSingle(t *testing.T, bin, dir string, port int, props map[string]string, wrap func([]string) []string) *weirProc {
 	t.Helper()
-	c := tbcluster.New(t, testcluster.Config{Binary: bin, N: 1, Single: true, BasePort: port, Props: props, Wrap: wrap,
+	cfg := testcluster.Config{Binary: bin, N: 1, Single: true, BasePort: port, Props: props,
 		NodeProps:    func(*testcluster.Node) map[string]string { return map[string]string{"log.dirs": dir} },
-		StartTimeout: 20 * time.Second})
+		StartTimeout: 20 * time.Second}
+	if wrap != nil {
+		cfg.Wrap = func(_ *testcluster.Node, argv []string) []string { return wrap(argv) }
+	}
+	c := tbcluster.New(t, cfg)
 	n := c.Node(1)
 	if err := n.Start(context.Background()); err != nil {
 		t.Fatalf("weir serve: %v", err)

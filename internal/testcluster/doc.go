@@ -5,7 +5,12 @@
 // Readiness is each node's /readyz on its admin listener (metrics.listener), never a log line: a
 // node is started when /readyz answers 200 (log dirs recovered, listeners serving, a controller
 // known, the broker registered and unfenced). Every node therefore always has an admin listener
-// on 127.0.0.1; a configuration that turns it off is refused.
+// on its host; a configuration that turns it off is refused.
+//
+// A node's host is 127.0.0.1 unless Config.Host gives it another address, for example one inside
+// a network namespace (internal/faults/netns): then Config.Wrap runs the node in its namespace
+// and Config.DialContext makes the harness's own connections (the busy-port probe, /readyz) from
+// where that address is reachable. The package itself knows nothing of namespaces.
 //
 // Decisions:
 //   - Process mode only. The package imports neither broker nor testing: the broker package's own

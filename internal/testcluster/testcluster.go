@@ -53,10 +53,17 @@ type Config struct {
 	// SysProcAttr, when set, returns each node process's attributes (process group, parent-death
 	// signal, ...).
 	SysProcAttr func() *syscall.SysProcAttr
-	// Wrap, when set, turns a node's argv (binary first) into the argv to run, for example under
-	// `sh -c 'ulimit -n 200 && exec "$0" "$@"'`. The wrapper must exec the binary, so that
-	// signals reach the broker itself.
-	Wrap func(argv []string) []string
+	// Wrap, when set, turns node n's argv (binary first) into the argv to run, for example under
+	// `sh -c 'ulimit -n 200 && exec "$0" "$@"'` or in n's network namespace. The wrapper must
+	// exec the binary, so that signals reach the broker itself.
+	Wrap func(n *Node, argv []string) []string
+	// Host, when set, returns node id's IP address, used instead of 127.0.0.1 for its listeners,
+	// advertised address, controller.quorum.voters entry and metrics.listener (for example an
+	// address inside a network namespace). Free ports (zero bases) are still found on 127.0.0.1.
+	Host func(id int) string
+	// DialContext, when set, makes the harness's own connections to nodes (the "already in use"
+	// probe and /readyz), for example from inside a network namespace; nil is net.Dialer's.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 	// OnExit, when set, is called (on the node's wait goroutine) each time a node process exits.
 	OnExit func(n *Node)
 	// StartTimeout bounds Start and Restart; 0 means DefaultStartTimeout.
@@ -68,15 +75,17 @@ type Cluster struct {
 	cfg    Config
 	voters string
 	nodes  []*Node
+	http   *http.Client // for /readyz, through cfg.DialContext when set
 }
 
 // Node is one `weir serve` process of a cluster, across its restarts.
 type Node struct {
 	ID             int32
-	Port           int   // Kafka listener (the first listener, PLAINTEXT unless Props say otherwise)
-	ControllerPort int   // controller quorum (Raft) port
-	MetricsPort    int   // admin HTTP listener: /readyz, /metrics
-	ExtraPorts     []int // Config.ExtraPorts free ports
+	Host           string // IP address of every listener: Config.Host's, else 127.0.0.1
+	Port           int    // Kafka listener (the first listener, PLAINTEXT unless Props say otherwise)
+	ControllerPort int    // controller quorum (Raft) port
+	MetricsPort    int    // admin HTTP listener: /readyz, /metrics
+	ExtraPorts     []int  // Config.ExtraPorts free ports
 	Dir            string
 
 	c *Cluster
@@ -115,7 +124,11 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("testcluster: %w", err)
 	}
 	cfg.Dir = dir
-	c := &Cluster{cfg: cfg}
+	c := &Cluster{cfg: cfg, http: readyClient}
+	if cfg.DialContext != nil {
+		c.http = &http.Client{Timeout: readyClient.Timeout,
+			Transport: &http.Transport{DisableKeepAlives: true, DialContext: cfg.DialContext}}
+	}
 	// Free ports are held open until all are chosen, so that no two nodes get the same one.
 	var held []net.Listener
 	defer func() {
@@ -139,7 +152,12 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	var voters []string
 	for i := 1; i <= cfg.N; i++ {
-		n := &Node{ID: int32(i), Dir: filepath.Join(cfg.Dir, "node-"+strconv.Itoa(i)), c: c}
+		n := &Node{ID: int32(i), Host: "127.0.0.1", Dir: filepath.Join(cfg.Dir, "node-"+strconv.Itoa(i)), c: c}
+		if cfg.Host != nil {
+			if n.Host = cfg.Host(i); net.ParseIP(n.Host) == nil {
+				return nil, fmt.Errorf("testcluster: node %d: host %q is not an IP address", i, n.Host)
+			}
+		}
 		if n.Port, err = port(cfg.BasePort, i); err != nil {
 			return nil, err
 		}
@@ -157,7 +175,7 @@ func New(cfg Config) (*Cluster, error) {
 			n.ExtraPorts = append(n.ExtraPorts, p)
 		}
 		c.nodes = append(c.nodes, n)
-		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i, n.ControllerPort))
+		voters = append(voters, fmt.Sprintf("%d@%s", i, n.ControllerAddr()))
 	}
 	if !cfg.Single {
 		c.voters = strings.Join(voters, ",")
@@ -198,7 +216,7 @@ func (c *Cluster) Voters() string { return c.voters }
 // Dir is the parent of the node directories.
 func (c *Cluster) Dir() string { return c.cfg.Dir }
 
-// Bootstrap is every node's Kafka address (127.0.0.1:Port).
+// Bootstrap is every node's Kafka address (Host:Port).
 func (c *Cluster) Bootstrap() []string {
 	out := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
@@ -256,13 +274,15 @@ func (c *Cluster) StopAll(timeout time.Duration, report func(n *Node, killed boo
 }
 
 // Addr is the node's Kafka address.
-func (n *Node) Addr() string { return "127.0.0.1:" + strconv.Itoa(n.Port) }
+func (n *Node) Addr() string { return net.JoinHostPort(n.Host, strconv.Itoa(n.Port)) }
 
 // ControllerAddr is the node's controller quorum address.
-func (n *Node) ControllerAddr() string { return "127.0.0.1:" + strconv.Itoa(n.ControllerPort) }
+func (n *Node) ControllerAddr() string {
+	return net.JoinHostPort(n.Host, strconv.Itoa(n.ControllerPort))
+}
 
 // MetricsAddr is the node's admin HTTP listener address.
-func (n *Node) MetricsAddr() string { return "127.0.0.1:" + strconv.Itoa(n.MetricsPort) }
+func (n *Node) MetricsAddr() string { return net.JoinHostPort(n.Host, strconv.Itoa(n.MetricsPort)) }
 
 // LogPath is the node's weir.log (written only with Config.LogFile).
 func (n *Node) LogPath() string { return filepath.Join(n.Dir, "weir.log") }
@@ -332,8 +352,7 @@ func (n *Node) Spawn() error {
 	// A port something already listens on would be a start failure at best and, for the admin
 	// port, another process's /readyz mistaken for this node's readiness at worst.
 	for _, addr := range []string{n.Addr(), n.ControllerAddr(), n.MetricsAddr()} {
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
+		if n.c.listening(addr) {
 			return fmt.Errorf("node %d: %s is already in use", n.ID, addr)
 		}
 	}
@@ -342,7 +361,7 @@ func (n *Node) Spawn() error {
 	}
 	argv := append([]string{n.c.cfg.Binary}, n.Args()...)
 	if n.c.cfg.Wrap != nil {
-		argv = n.c.cfg.Wrap(argv)
+		argv = n.c.cfg.Wrap(n, argv)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	banner := fmt.Sprintf("--- testcluster: starting node %d at %s ---\n", n.ID, time.Now().Format(time.RFC3339))
@@ -515,7 +534,24 @@ func (n *Node) AllOutput() string {
 
 // ReadyzState polls the node's /readyz once: nil when it answers 200, else why not.
 func (n *Node) ReadyzState(ctx context.Context) error {
-	return readyz(ctx, n.MetricsAddr())
+	return readyz(ctx, n.c.http, n.MetricsAddr())
+}
+
+// listening says whether something accepts TCP connections on addr (a dial within 200 ms
+// succeeds), dialing through Config.DialContext when set.
+func (c *Cluster) listening(addr string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	dial := c.cfg.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	conn, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
 }
 
 // WaitReadyz polls http://addr/readyz (every 5 ms) until it answers 200, for at most within or
@@ -525,7 +561,7 @@ func WaitReadyz(ctx context.Context, addr string, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	for {
-		err := readyz(ctx, addr)
+		err := readyz(ctx, readyClient, addr)
 		if err == nil {
 			return nil
 		}
@@ -539,12 +575,12 @@ func WaitReadyz(ctx context.Context, addr string, within time.Duration) error {
 
 var readyClient = &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 
-func readyz(ctx context.Context, addr string) error {
+func readyz(ctx context.Context, client *http.Client, addr string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
 	if err != nil {
 		return err
 	}
-	resp, err := readyClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

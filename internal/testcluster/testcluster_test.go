@@ -7,7 +7,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -137,6 +140,58 @@ func TestConfig(t *testing.T) {
 		if _, err := testcluster.New(cfg); err == nil {
 			t.Errorf("%+v: no error", cfg)
 		}
+	}
+}
+
+// Config.Host moves every address of a node; Config.DialContext carries the harness's own
+// connections (busy-port probe, /readyz); Config.Wrap sees the node it wraps.
+func TestHostDialWrap(t *testing.T) {
+	c, err := testcluster.New(testcluster.Config{Binary: "/bin/weir", N: 2, Dir: t.TempDir(), BasePort: 7000,
+		ControllerBasePort: 8000, MetricsBasePort: 9000, Host: func(id int) string { return "10.0.0." + strconv.Itoa(id) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(c.Node(2).Args(), " ")
+	want := "serve --set controller.quorum.voters=1@10.0.0.1:8000,2@10.0.0.2:8001 --set listeners=PLAINTEXT://10.0.0.2:7001" +
+		" --set log.dirs=" + c.Node(2).Dir + " --set metrics.listener=10.0.0.2:9001 --set node.id=2"
+	if got != want {
+		t.Fatalf("args\n got %s\nwant %s", got, want)
+	}
+	if _, err := testcluster.New(testcluster.Config{Binary: "w", N: 1, Dir: "/x", Host: func(int) string { return "node1" }}); err == nil {
+		t.Fatal("a host name instead of an IP address: no error")
+	}
+
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(fakeEnv, "1")
+	var dials atomic.Int64
+	var wrapped sync.Map
+	c = tbcluster.New(t, testcluster.Config{Binary: exe, N: 2, StartTimeout: 5 * time.Second,
+		Host: func(id int) string { return "127.0.0." + strconv.Itoa(10+id) },
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+		Wrap: func(n *testcluster.Node, argv []string) []string {
+			wrapped.Store(n.ID, true)
+			return argv
+		}})
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes() {
+		if _, ok := wrapped.Load(n.ID); !ok {
+			t.Errorf("node %d not wrapped", n.ID)
+		}
+		if !strings.HasPrefix(n.MetricsAddr(), "127.0.0.1"+strconv.Itoa(int(n.ID))+":") {
+			t.Errorf("node %d metrics address %s", n.ID, n.MetricsAddr())
+		}
+	}
+	// Two nodes: three busy-port probes and at least one /readyz each.
+	if d := dials.Load(); d < 8 {
+		t.Fatalf("%d dials through Config.DialContext, want at least 8", d)
 	}
 }
 
