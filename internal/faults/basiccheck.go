@@ -60,7 +60,7 @@ func BasicCheck(ops []history.Op) (valid bool, summary string, verdict any) {
 	if !finalDone {
 		v.add("no-final-read", "the history has no completed final-read op")
 	}
-	atOffset := map[tpo]int64{}        // the value read or acknowledged at each offset
+	atOffset := map[tpo]int64{}           // the value read or acknowledged at each offset
 	offsetsOf := map[int64]map[tpo]bool{} // the offsets each value was read at
 	final := map[tpo]int64{}
 	aborted := map[int64]bool{}
