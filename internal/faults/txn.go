@@ -79,8 +79,9 @@ func (w *workload) txn(cl *kgo.Client, op *history.Op, recs []*kgo.Record, commi
 		op.Error = "send: " + err.Error()
 		return w.abort(ctx, cl, op)
 	}
-	for j, r := range rs {
-		op.Mops[j].Offset = r.Record.Offset
+	// Results come in the order the sends completed; each record carries its own offset.
+	for j, r := range recs {
+		op.Mops[j].Offset = r.Offset
 	}
 	if !commit {
 		op.Error = "aborted by choice"
