@@ -113,17 +113,22 @@ func (c *cluster) controller(ctx context.Context) (int32, error) {
 	return md.Controller, nil
 }
 
-// groupCoordinator is the coordinator of group.
-func (c *cluster) groupCoordinator(ctx context.Context, group string) (int32, error) {
+// coordinator is the coordinator of a group, or of a transactional id (txn).
+func (c *cluster) coordinator(ctx context.Context, txn bool, key string) (int32, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rs := c.adm.FindGroupCoordinators(ctx, group)
-	r, ok := rs[group]
+	var rs kadm.FindCoordinatorResponses
+	if txn {
+		rs = c.adm.FindTxnCoordinators(ctx, key)
+	} else {
+		rs = c.adm.FindGroupCoordinators(ctx, key)
+	}
+	r, ok := rs[key]
 	if !ok {
-		return -1, fmt.Errorf("coordinator of group %s: no answer", group)
+		return -1, fmt.Errorf("coordinator of %s: no answer", key)
 	}
 	if r.Err != nil {
-		return -1, fmt.Errorf("coordinator of group %s: %w", group, r.Err)
+		return -1, fmt.Errorf("coordinator of %s: %w", key, r.Err)
 	}
 	return r.NodeID, nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weir-mq/weir/internal/faults/history"
@@ -14,8 +15,46 @@ import (
 // finalIdle ends a final read that has seen no record for this long.
 const finalIdle = 5 * time.Second
 
+// stableEnds are topic's end offsets (high watermarks). With markers it waits until no
+// transaction is open on any partition (the last stable offset is the high watermark): a
+// committed transaction's markers are written after its EndTxn answered, and an abandoned
+// one is aborted after its timeout, so the end moves until then.
+func stableEnds(ctx context.Context, c *cluster, topic string, markers bool) (kadm.ListedOffsets, error) {
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ends, err := c.adm.ListEndOffsets(lctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil || !markers {
+			cancel()
+			return ends, err
+		}
+		stable, err := c.adm.ListCommittedOffsets(lctx, topic)
+		cancel()
+		if err == nil {
+			err = stable.Error()
+		}
+		if err != nil {
+			return nil, err
+		}
+		open := false
+		ends.Each(func(o kadm.ListedOffset) {
+			if s, ok := stable.Lookup(o.Topic, o.Partition); !ok || s.Offset != o.Offset {
+				open = true
+			}
+		})
+		if !open {
+			return ends, nil
+		}
+		if !sleepCtx(ctx, 500*time.Millisecond) {
+			return nil, fmt.Errorf("transactions still open: %w", ctx.Err())
+		}
+	}
+}
+
 // finalRead reads every partition of topic from its start to its end (the high watermark
-// once the cluster is healed and the workloads stopped), with isolation, as one process: a
+// once the cluster is healed, the workloads stopped and, with markers, no transaction open), with isolation, as one process: a
 // final-read op whose invoke carries the end offsets (mops), the poll ops, and the final-read's
 // end: ok when every partition was read to its end, info otherwise (Error says where each one
 // stopped). With markers (a transactional topic), a partition whose log ends in transaction
@@ -25,12 +64,7 @@ func finalRead(ctx context.Context, c *cluster, rec *recorder, topic, isolation 
 	proc := rec.process()
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
-	ends, err := c.adm.ListEndOffsets(lctx, topic)
-	lcancel()
-	if err == nil {
-		err = ends.Error()
-	}
+	ends, err := stableEnds(ctx, c, topic, markers)
 	if err != nil {
 		op := rec.invoke(history.Op{Process: proc, F: history.FFinalRead, Isolation: isolation, Value: topic})
 		op.Error = "end offsets: " + err.Error()

@@ -45,6 +45,7 @@ type nemesis struct {
 	topic      string // the workload topic whose leaders are targets
 	partitions int
 	group      string // the group whose coordinator is a target ("" for none)
+	txnID      string // else the transactional id whose coordinator is a target ("" for none)
 
 	mu     sync.Mutex // guards paused, down and faults
 	paused map[int32]bool
@@ -52,9 +53,9 @@ type nemesis struct {
 	faults []Fault
 }
 
-func newNemesis(cfg *RunConfig, c *cluster, rec *recorder, topic string, group string) *nemesis {
+func newNemesis(cfg *RunConfig, c *cluster, rec *recorder, topic, group, txnID string) *nemesis {
 	return &nemesis{cfg: cfg, c: c, rec: rec, log: cfg.Logger, topic: topic, partitions: cfg.Partitions, group: group,
-		paused: map[int32]bool{}, down: map[int32]bool{}}
+		txnID: txnID, paused: map[int32]bool{}, down: map[int32]bool{}}
 }
 
 // run injects the scheduler's faults until ctx ends (or after MaxFaults); a fault under way
@@ -116,7 +117,8 @@ func (n *nemesis) injected() []Fault {
 }
 
 // target finds the node a fault aims at: "leader" (of the workload topic's partition picked),
-// "controller" (the active controller) or "coordinator" (of the group).
+// "controller" (the active controller) or "coordinator" (of the group, else of the first
+// transactional id).
 func (n *nemesis) target(ctx context.Context, what string, pick uint64) (int32, string, error) {
 	switch what {
 	case "leader":
@@ -127,12 +129,16 @@ func (n *nemesis) target(ctx context.Context, what string, pick uint64) (int32, 
 		id, err := n.c.controller(ctx)
 		return id, "active controller", err
 	case "coordinator":
-		if n.group == "" {
-			id, err := n.c.controller(ctx)
-			return id, "active controller", err
+		switch {
+		case n.group != "":
+			id, err := n.c.coordinator(ctx, false, n.group)
+			return id, "coordinator of group " + n.group, err
+		case n.txnID != "":
+			id, err := n.c.coordinator(ctx, true, n.txnID)
+			return id, "transaction coordinator of " + n.txnID, err
 		}
-		id, err := n.c.groupCoordinator(ctx, n.group)
-		return id, "coordinator of group " + n.group, err
+		id, err := n.c.controller(ctx)
+		return id, "active controller", err
 	}
 	return -1, "", fmt.Errorf("unknown target %q", what)
 }

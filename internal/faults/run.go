@@ -163,7 +163,7 @@ func Run(ctx context.Context, cfg RunConfig) (Report, error) {
 	w := &workload{cfg: &cfg, c: c, rec: rec, topic: topic, values: new(atomic.Int64)}
 	var wg sync.WaitGroup
 	seed := uint64(cfg.Seed)
-	group := ""
+	group, txnID := "", ""
 	switch cfg.Workload {
 	case WorkloadQueue:
 		group = groupName
@@ -172,6 +172,7 @@ func Run(ctx context.Context, cfg RunConfig) (Report, error) {
 		}
 		wg.Go(func() { w.groupConsumer(runCtx) })
 	case WorkloadTxn:
+		txnID = txnIDOf(0)
 		for i := range cfg.Producers {
 			wg.Go(func() { w.txnProducer(runCtx, i, seed+uint64(i)*7919) })
 		}
@@ -185,7 +186,7 @@ func Run(ctx context.Context, cfg RunConfig) (Report, error) {
 			rng: newRand(seed + 104729*uint64(i+1))}
 		wg.Go(func() { a.run(runCtx) })
 	}
-	n := newNemesis(&cfg, c, rec, topic, group)
+	n := newNemesis(&cfg, c, rec, topic, group, txnID)
 	var nwg sync.WaitGroup
 	nwg.Go(func() { n.run(runCtx, newScheduler(cfg.Seed, families, cfg.FaultGap, cfg.FaultHold)) })
 	<-runCtx.Done()

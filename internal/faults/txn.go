@@ -17,6 +17,9 @@ import (
 // commitShare is the share of transactions a transactional producer commits; it aborts the rest.
 const commitShare = 0.7
 
+// txnIDOf is transactional producer i's transactional id.
+func txnIDOf(i int) string { return fmt.Sprintf("faults-txn-%d", i) }
+
 // txnProducer runs transactions (a txn op each) until ctx ends or it ran MaxOps: each sends one
 // record to each of 2 or 3 distinct partitions, then commits or aborts at random. ok = committed
 // (the mops carry the offsets), fail = aborted (by choice, or after a send failed), info =
@@ -28,7 +31,7 @@ func (w *workload) txnProducer(ctx context.Context, id int, seed uint64) {
 		return kgo.NewClient(w.c.clientOpts(
 			kgo.DefaultProduceTopic(w.topic),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
-			kgo.TransactionalID(fmt.Sprintf("faults-txn-%d", id)),
+			kgo.TransactionalID(txnIDOf(id)),
 			kgo.TransactionTimeout(10*time.Second),
 			kgo.ProducerLinger(0),
 			kgo.RecordDeliveryTimeout(deliveryTimeout),
