@@ -25,7 +25,9 @@ func poll(proc int, iso string, mops ...history.Mop) history.Op {
 	return history.Op{Process: proc, Type: history.OK, F: history.FPoll, Isolation: iso, Mops: mops}
 }
 
-func rec(p int32, o, v int64) history.Mop { return history.Mop{Topic: "q", Partition: p, Offset: o, Value: v} }
+func rec(p int32, o, v int64) history.Mop {
+	return history.Mop{Topic: "q", Partition: p, Offset: o, Value: v}
+}
 
 func final(proc int, typ history.Type) history.Op {
 	return history.Op{Process: proc, Type: typ, F: history.FFinalRead}

@@ -27,12 +27,16 @@ func (f *fakeNetwork) call(s string) error {
 	f.calls = append(f.calls, s)
 	return nil
 }
-func (f *fakeNetwork) Isolate(n int) error              { return f.call(fmt.Sprintf("isolate %d", n)) }
-func (f *fakeNetwork) Split(gs ...[]int) error          { return f.call(fmt.Sprintf("split %v", gs)) }
-func (f *fakeNetwork) Bridge(a, b []int, mid int) error { return f.call(fmt.Sprintf("bridge %v %v %d", a, b, mid)) }
-func (f *fakeNetwork) OneWay(from, to int) error        { return f.call(fmt.Sprintf("oneway %d %d", from, to)) }
-func (f *fakeNetwork) Heal() error                      { return f.call("heal") }
-func (f *fakeNetwork) Method() string                   { return "fake" }
+func (f *fakeNetwork) Isolate(n int) error     { return f.call(fmt.Sprintf("isolate %d", n)) }
+func (f *fakeNetwork) Split(gs ...[]int) error { return f.call(fmt.Sprintf("split %v", gs)) }
+func (f *fakeNetwork) Bridge(a, b []int, mid int) error {
+	return f.call(fmt.Sprintf("bridge %v %v %d", a, b, mid))
+}
+func (f *fakeNetwork) OneWay(from, to int) error {
+	return f.call(fmt.Sprintf("oneway %d %d", from, to))
+}
+func (f *fakeNetwork) Heal() error    { return f.call("heal") }
+func (f *fakeNetwork) Method() string { return "fake" }
 
 // TestPartitionNemesis: each network-only partition variant asks the Network for a fault over
 // all the nodes, heals it, and is one nemesis invoke/ok pair in the history; a run cancelled
