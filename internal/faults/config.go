@@ -69,8 +69,8 @@ type RunConfig struct {
 	Nemeses []string
 	// TimeLimit is how long workloads and nemeses run (60 s).
 	TimeLimit time.Duration
-	// Seed fixes the nemesis schedule and the workloads' random choices (0: from the clock; the
-	// report and the history's first line name the seed used).
+	// Seed fixes the nemesis schedule and the workloads' random choices (0: from the clock;
+	// Report.Seed is the seed used). Timing still varies from run to run.
 	Seed int64
 	// MaxFaults, when positive, ends the schedule after that many faults (the workloads run on
 	// to TimeLimit).
