@@ -34,9 +34,12 @@ var layers = map[string]int{
 	"controller": 4, "replication": 4,
 	// 5: the glue, and the load-generation library.
 	"broker": 5, "benchmarks": 5,
+	// 5: the fault runner (child-process clusters, workloads, nemeses), beside the glue; its
+	// history format is a leaf.
+	"internal/faults": 5, "internal/faults/history": 0,
 	// 6: commands.
 	"cmd/weir": 6, "benchmarks/cmd/clusterbench": 6, "scripts/redteam": 6, "scripts/manyparts": 6,
-	"scripts/fetchsessions": 6, "scripts/floorbroker": 6,
+	"scripts/fetchsessions": 6, "scripts/floorbroker": 6, "scripts/faults": 6,
 	// 6: test harnesses that start brokers in-process or as child processes.
 	"internal/testcluster/inproc": 6, "internal/testcluster/tbcluster": 6,
 	// 6: client suites whose tests start brokers (no code of their own).
