@@ -11,7 +11,8 @@
 #   scripts/faults.sh --workload txn --nemesis pause,kill,membership --time-limit 120 --out /tmp/f
 #
 # Options: --nemesis LIST (pause,kill,partition,membership,disk,clock), --time-limit SECONDS
-# (300), --runs N (1), --workload queue|txn (queue), --seed S, --out DIR (default
+# (300), --runs N (1), --workload queue|txn (queue), --seed S, --net auto|netns|loopback (auto:
+# network namespaces where they can be made, as root), --out DIR (default
 # ${TMPDIR:-/tmp}/weir-faults-DATE). The exit status is 1 when a run fails or finds anomalies.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

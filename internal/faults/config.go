@@ -94,7 +94,7 @@ type RunConfig struct {
 	// Cluster, when set, adjusts the cluster's configuration before it starts (for a Network:
 	// each node's host address, Wrap to run it inside its namespace).
 	Cluster func(cfg *testcluster.Config)
-	// Check judges the history; nil uses BasicCheck.
+	// Check judges the history; nil uses CheckHistory (internal/faults/checker).
 	Check func(ops []history.Op) (valid bool, summary string, verdict any)
 	// HealTimeout bounds the wait for a fully in-sync cluster after healing (120 s).
 	HealTimeout time.Duration
@@ -154,7 +154,7 @@ func (c *RunConfig) defaults() error {
 		c.MaxOps = 100000
 	}
 	if c.Check == nil {
-		c.Check = BasicCheck
+		c.Check = CheckHistory
 	}
 	if c.HealTimeout <= 0 {
 		c.HealTimeout = 120 * time.Second

@@ -20,7 +20,7 @@
 //  5. The final read: one process reads every partition of the topic from its start to its high
 //     watermark (a final-read op around poll ops; the invoke's mops are the end offsets), under
 //     read_uncommitted, and for the txn workload once more under read_committed.
-//  6. Checks the history (RunConfig.Check; BasicCheck by default) and writes the files below.
+//  6. Checks the history (RunConfig.Check; the Kafka-semantics checker of internal/faults/checker by default) and writes the files below.
 //
 // The error of Run is for a run that could not take place (configuration, the cluster did not
 // start); everything else (faults that found no target, a node that did not come back, anomalies)

@@ -44,6 +44,7 @@ type options struct {
 	workload  string
 	seed      int64
 	out       string
+	net       string
 }
 
 func parse(args []string) (options, error) {
@@ -58,6 +59,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.workload, "workload", faults.WorkloadQueue, "queue or txn")
 	fs.Int64Var(&o.seed, "seed", 0, "seed of the first run (run i uses seed+i); 0 picks one from the clock")
 	fs.StringVar(&o.out, "out", "", "output directory (required)")
+	fs.StringVar(&o.net, "net", "auto", "netns (nodes in network namespaces: partitions), loopback (127.0.0.1, no partitions), or auto (netns where it can be made)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -79,6 +81,9 @@ func parse(args []string) (options, error) {
 			return o, fmt.Errorf("unknown nemesis %q: want some of %s", n, strings.Join(faults.Families, ","))
 		}
 		o.nemeses = append(o.nemeses, n)
+	}
+	if o.net != "auto" && o.net != "netns" && o.net != "loopback" {
+		return o, fmt.Errorf("unknown --net %q: want auto, netns or loopback", o.net)
 	}
 	if o.workload != faults.WorkloadQueue && o.workload != faults.WorkloadTxn {
 		return o, fmt.Errorf("unknown workload %q: want queue or txn", o.workload)
@@ -112,7 +117,24 @@ func run(args []string, stdout io.Writer) error {
 			Seed:      o.seed + int64(i),
 			Logger:    logger.With("run", i+1),
 		}
+		var closeNet func() error
+		if o.net != "loopback" {
+			c, err := faults.UseNetns(&cfg, fmt.Sprintf("wf%d", os.Getpid()%100000))
+			switch {
+			case err == nil:
+				closeNet = c
+			case o.net == "netns":
+				return err
+			default:
+				logger.Warn("nodes on 127.0.0.1: no partitions", "why", err)
+			}
+		}
 		rep, err := faults.Run(ctx, cfg)
+		if closeNet != nil {
+			if cerr := closeNet(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
 		r := row{n: i + 1, rep: rep, err: err}
 		if err != nil || !rep.Valid {
 			failed++
