@@ -22,7 +22,7 @@ while [[ $# -gt 0 ]]; do
 	case "$1" in
 	--out) out="$2"; shift 2 ;;
 	--out=*) out="${1#--out=}"; shift ;;
-	-h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) args+=("$1"); shift ;;
 	esac
 done
