@@ -229,7 +229,17 @@ func (f *FaultFS) Crash() error {
 	defer f.crashMu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.crashLocked()
+	_, err := f.crashLocked()
+	return err
+}
+
+// CrashStats says what a simulated power loss took away.
+type CrashStats struct {
+	// FilesRemoved are files created since their directory's last sync; FilesCut are files
+	// truncated back to their last synced size, losing BytesDropped bytes in all (not counting
+	// the removed files' bytes, RemovedBytes).
+	FilesRemoved, FilesCut     int
+	BytesDropped, RemovedBytes int64
 }
 
 // PowerOff is Crash for a process that is about to be killed (the fault control of a live
@@ -237,7 +247,7 @@ func (f *FaultFS) Crash() error {
 // (OpenFile, OpenRaw, Remove, Rename, SyncDir, and every handle's writes, syncs and truncations)
 // fail with ErrCrashed, so nothing the process does between the crash and its SIGKILL reaches
 // the disk through this FS. The process must then be killed; it cannot recover in place.
-func (f *FaultFS) PowerOff() error {
+func (f *FaultFS) PowerOff() (CrashStats, error) {
 	f.crashMu.Lock()
 	defer f.crashMu.Unlock()
 	f.mu.Lock()
@@ -247,12 +257,17 @@ func (f *FaultFS) PowerOff() error {
 }
 
 // crashLocked is Crash with crashMu held exclusively and mu held.
-func (f *FaultFS) crashLocked() error {
+func (f *FaultFS) crashLocked() (CrashStats, error) {
+	var cs CrashStats
 	f.generation++
 	for name := range f.undurable {
-		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+		if st, err := os.Stat(name); err == nil {
+			cs.RemovedBytes += st.Size()
 		}
+		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return cs, err
+		}
+		cs.FilesRemoved++
 		delete(f.synced, name)
 	}
 	f.undurable = map[string]bool{}
@@ -263,11 +278,13 @@ func (f *FaultFS) crashLocked() error {
 		}
 		if st.Size() > size {
 			if err := os.Truncate(name, size); err != nil {
-				return err
+				return cs, err
 			}
+			cs.FilesCut++
+			cs.BytesDropped += st.Size() - size
 		}
 	}
-	return nil
+	return cs, nil
 }
 
 func (f *FaultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {

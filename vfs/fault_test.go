@@ -269,8 +269,12 @@ func TestFaultFSPowerOff(t *testing.T) {
 	if _, err := a.WriteAt([]byte("unsynced"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := fsys.PowerOff(); err != nil {
+	cs, err := fsys.PowerOff()
+	if err != nil {
 		t.Fatal(err)
+	}
+	if cs != (CrashStats{FilesRemoved: 1, RemovedBytes: 8}) {
+		t.Fatalf("PowerOff = %+v", cs)
 	}
 	if _, err := os.Stat(a.Name()); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a file never made durable survived power-off: %v", err)

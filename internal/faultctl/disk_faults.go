@@ -24,7 +24,8 @@ package faultctl
 //	                                    partition ("/orders-3/"), a log dir, a file kind (".log")
 //	GET  /faults/disk  the active faults
 //
-// Both answer the active faults as JSON. The faults are those of vfs.FaultFS (vfs/doc.go): a
+// Both answer the active faults as JSON; op=crash adds "crash": what it dropped (files removed,
+// files cut, bytes lost). The faults are those of vfs.FaultFS (vfs/doc.go): a
 // failed write or sync takes the log dir offline (KAFKA_STORAGE_ERROR), as a real one does.
 
 import (
@@ -64,6 +65,8 @@ type diskState struct {
 	StallWrites bool   `json:"stall_writes,omitempty"`
 	StallSyncs  bool   `json:"stall_syncs,omitempty"`
 	PoweredOff  bool   `json:"powered_off,omitempty"`
+	// Crash is what op=crash dropped (in its answer only).
+	Crash *vfs.CrashStats `json:"crash,omitempty"`
 }
 
 func errText(err error) string {
@@ -88,8 +91,8 @@ func activeDisk() diskState {
 	return s
 }
 
-// applyDisk applies one POSTed operation.
-func applyDisk(op, match, forStr, what string) error {
+// applyDisk applies one POSTed operation; op=crash says what it dropped.
+func applyDisk(op, match, forStr, what string) (*vfs.CrashStats, error) {
 	switch op {
 	case "sync-eio":
 		disk.FailSyncs(syscall.EIO, match)
@@ -100,7 +103,7 @@ func applyDisk(op, match, forStr, what string) error {
 	case "stall":
 		d, err := time.ParseDuration(forStr)
 		if err != nil || d <= 0 {
-			return fmt.Errorf("stall: for=%q: want a positive duration such as 5s", forStr)
+			return nil, fmt.Errorf("stall: for=%q: want a positive duration such as 5s", forStr)
 		}
 		writes, syncs := true, true
 		switch what {
@@ -110,22 +113,25 @@ func applyDisk(op, match, forStr, what string) error {
 		case "sync":
 			writes = false
 		default:
-			return fmt.Errorf("stall: what=%q: want write, sync or both", what)
+			return nil, fmt.Errorf("stall: what=%q: want write, sync or both", what)
 		}
 		disk.Stall(d, match, writes, syncs)
 	case "crash":
-		if err := disk.PowerOff(); err != nil {
-			return fmt.Errorf("crash: %w", err)
+		cs, err := disk.PowerOff()
+		if err != nil {
+			return nil, fmt.Errorf("crash: %w", err)
 		}
+		return &cs, nil
 	case "clear":
 		disk.ClearFaults()
 	default:
-		return fmt.Errorf("op=%q: want sync-eio, enospc-append, enospc-roll, stall, crash or clear", op)
+		return nil, fmt.Errorf("op=%q: want sync-eio, enospc-append, enospc-roll, stall, crash or clear", op)
 	}
-	return nil
+	return nil, nil
 }
 
 func serveDisk(w http.ResponseWriter, r *http.Request) {
+	var crash *vfs.CrashStats
 	switch r.Method {
 	case http.MethodGet:
 	case http.MethodPost:
@@ -133,7 +139,9 @@ func serveDisk(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if err := applyDisk(r.Form.Get("op"), r.Form.Get("match"), r.Form.Get("for"), r.Form.Get("what")); err != nil {
+		var err error
+		crash, err = applyDisk(r.Form.Get("op"), r.Form.Get("match"), r.Form.Get("for"), r.Form.Get("what"))
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
@@ -142,6 +150,8 @@ func serveDisk(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "GET or POST", http.StatusMethodNotAllowed)
 		return
 	}
+	state := activeDisk()
+	state.Crash = crash
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(activeDisk())
+	_ = json.NewEncoder(w).Encode(state)
 }
