@@ -209,6 +209,15 @@ func (p *producer) background(n int) (stop func()) {
 // that no value is there twice.
 func checkAcked(t *testing.T, c *testcluster.Cluster, p *producer) {
 	t.Helper()
+	if lost := countLost(t, c, p); lost > 0 {
+		t.Fatalf("%d acknowledged values lost or moved", lost)
+	}
+}
+
+// countLost is checkAcked's reading: the number of acknowledged values not read back at their
+// offsets (the first few are logged). A duplicate fails the test.
+func countLost(t *testing.T, c *testcluster.Cluster, p *producer) int {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm := admin(t, c)
@@ -273,14 +282,12 @@ func checkAcked(t *testing.T, c *testcluster.Cluster, p *producer) {
 		if got, ok := at[v]; !ok || got != a {
 			lost++
 			if lost <= 5 {
-				t.Errorf("acknowledged %s at %+v: read back at %+v (found %v)", v, a, got, ok)
+				t.Logf("acknowledged %s at %+v: read back at %+v (found %v)", v, a, got, ok)
 			}
 		}
 	}
-	if lost > 0 {
-		t.Fatalf("%d of %d acknowledged values lost or moved (ends %v)", lost, len(p.acked), want)
-	}
-	t.Logf("all %d acknowledged values read back at their offsets (ends %v; %d produce requests failed, the last with %v)", len(p.acked), want, p.failed, p.lastErr)
+	t.Logf("%d of %d acknowledged values read back at their offsets (ends %v; %d produce requests failed, the last with %v)", len(p.acked)-lost, len(p.acked), want, p.failed, p.lastErr)
+	return lost
 }
 
 func admin(t *testing.T, c *testcluster.Cluster) *kadm.Client {
