@@ -18,6 +18,7 @@ import (
 
 	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/internal/faultctl"
 	"github.com/weir-mq/weir/netio"
 	"github.com/weir-mq/weir/replication"
 	"github.com/weir-mq/weir/vfs"
@@ -173,6 +174,7 @@ func New(cfg *Config) (*Broker, error) {
 	}
 	b.logs, err = engine.OpenManager(engine.ManagerConfig{
 		Dirs:                       dirs,
+		FS:                         faultctl.FS(vfs.OS), // vfs.OS itself unless built with -tags faults
 		Budget:                     b.budget,
 		ConfigFor:                  b.logConfigFor,
 		RecoveryThreadsPerDir:      int(keyNumRecoveryThreadsPerDataDir.Get(cfg)),
@@ -441,7 +443,7 @@ func loadMetaProperties(dirs []string, nodeID int32, configured string) (string,
 			time.Now().UTC().Format(time.UnixDate), clusterID, base64.RawURLEncoding.EncodeToString(raw[:]), nodeID)
 		// Atomically (temp file, fsync, rename, directory fsync): a crash never leaves a
 		// truncated meta.properties that would stop the next start.
-		if err := vfs.WriteFileAtomic(vfs.OS, m.path, []byte(s)); err != nil {
+		if err := vfs.WriteFileAtomic(faultctl.FS(vfs.OS), m.path, []byte(s)); err != nil {
 			return "", fmt.Errorf("write %s: %w", m.path, err)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/internal/faultctl"
 	"github.com/weir-mq/weir/vfs"
 )
 
@@ -115,7 +116,7 @@ func rewriteClusterID(dirs []string, id string) error {
 				lines[i] = "cluster.id=" + id
 			}
 		}
-		if err := vfs.WriteFileAtomic(vfs.OS, p, []byte(strings.Join(lines, "\n"))); err != nil {
+		if err := vfs.WriteFileAtomic(faultctl.FS(vfs.OS), p, []byte(strings.Join(lines, "\n"))); err != nil {
 			return fmt.Errorf("write %s: %w", p, err)
 		}
 	}

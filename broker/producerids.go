@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/weir-mq/weir/internal/faultctl"
 	"github.com/weir-mq/weir/vfs"
 )
 
@@ -59,7 +60,7 @@ func (p *producerIDs) allocate() (int64, error) {
 	}
 	if p.next >= p.end {
 		end := p.next + producerIDBlock
-		if err := vfs.WriteFileAtomic(vfs.OS, p.path, []byte(strconv.FormatInt(end, 10)+"\n")); err != nil {
+		if err := vfs.WriteFileAtomic(faultctl.FS(vfs.OS), p.path, []byte(strconv.FormatInt(end, 10)+"\n")); err != nil {
 			return -1, err
 		}
 		p.end = end

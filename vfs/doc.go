@@ -11,7 +11,19 @@
 // (FailNextMap) with a chosen error, and simulate a
 // crash: Crash() makes every handle opened before it fail, truncates each file back to the size it
 // had at its last Sync (every unsynced byte is lost), and removes files created since their
-// directory was last synced. FaultFS is safe for concurrent use.
+// directory was last synced. A file renamed over one that existed durably (WriteFileAtomic) keeps
+// its name through a crash, with the renamed file's synced bytes: the rename reached the disk, one
+// of the two outcomes a real power loss allows. PowerOff is Crash for a process that is killed
+// next: every later change through the FS fails with ErrCrashed.
+//
+// Standing faults, for a live process (internal/faultctl) as for tests, last until ClearFaults and
+// apply to the paths containing a match string ("" = all): FailSyncs (every fdatasync and directory
+// fsync fails, e.g. EIO), FailWrites (every write fails, e.g. ENOSPC), FailCreates (creating a file
+// or growing one with Truncate fails, e.g. ENOSPC: a segment roll on a full disk), and Stall (every
+// write and/or sync started within a duration waits until it has passed, then proceeds). Active
+// reports them. Not covered: fallocate of a preallocated segment (segment/preallocate.go calls it
+// on the descriptor) and the bytes of mmap'd indexes, which reach the disk outside this seam.
+// FaultFS is safe for concurrent use; a stalled operation holds no lock of it.
 //
 // Index files are not opened through this seam's crash simulation: they are mmap'd, carry no
 // checksum and are rebuilt from the log after an unclean shutdown, so a crash cannot make them lie.

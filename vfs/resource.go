@@ -32,7 +32,7 @@ func IsResourceExhausted(err error) bool {
 
 // faulter is implemented by FaultFS: the faults OpenRaw and Map consult.
 type faulter interface {
-	takeOpenFault(name string) error
+	takeOpenFault(name string, flag int) error
 	takeMapFault() error
 }
 
@@ -41,7 +41,7 @@ type faulter interface {
 // (FaultFS.FailNextOpen) may fail it.
 func OpenRaw(fsys FS, name string, flag int, perm os.FileMode) (*os.File, error) {
 	if f, ok := fsys.(faulter); ok {
-		if err := f.takeOpenFault(name); err != nil {
+		if err := f.takeOpenFault(name, flag); err != nil {
 			return nil, &os.PathError{Op: "open", Path: name, Err: err}
 		}
 	}

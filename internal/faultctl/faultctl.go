@@ -4,6 +4,11 @@
 // (metrics.listener) under /faults/. Without the tag the package registers nothing: Handlers
 // returns an empty map, Enabled is false, and a release binary has no fault control at all.
 //
+// FS is the seam of the disk faults: the broker opens its log manager and writes its meta files
+// through FS(vfs.OS). In a release build FS returns its argument (fs.go), so the engine runs on
+// vfs.OS exactly as without this package and the binary links no fault code; with the tag it
+// returns one process-wide vfs.FaultFS that /faults/disk controls (disk_faults.go).
+//
 // The control changes the broker's state without authentication. It exists only in binaries
 // built with `-tags faults`, which the fault suite builds for its own test clusters whose admin
 // listeners are on loopback or inside network namespaces the suite created; never ship one.

@@ -701,17 +701,53 @@ var built struct {
 // PATH, in the current module) into a temporary directory and returns the binary's path. Callers
 // that need it removed do so themselves; tests usually leave it for the process's lifetime.
 func Build() (string, error) {
-	built.once.Do(func() {
-		dir, err := os.MkdirTemp("", "weir-testcluster-bin")
-		if err != nil {
-			built.err = fmt.Errorf("build weir: %w", err)
-			return
-		}
-		built.path = filepath.Join(dir, "weir")
-		out, err := exec.Command("go", "build", "-o", built.path, "github.com/weir-mq/weir/cmd/weir").CombinedOutput()
-		if err != nil {
-			built.err = fmt.Errorf("go build github.com/weir-mq/weir/cmd/weir: %w\n%s", err, out)
-		}
-	})
+	built.once.Do(func() { built.path, built.err = buildWeir() })
 	return built.path, built.err
+}
+
+// builtTagged holds the binaries BuildTags built, by their space-joined tags.
+var builtTagged struct {
+	mu   sync.Mutex // guards bins and serialises the builds
+	bins map[string]builtBinary
+}
+
+type builtBinary struct {
+	path string
+	err  error
+}
+
+// BuildTags is Build with build tags (`go build -tags a,b`), e.g. BuildTags("faults") for a
+// binary with the fault control of internal/faultctl. Each set of tags is built once per process.
+func BuildTags(tags ...string) (string, error) {
+	key := strings.Join(tags, ",")
+	builtTagged.mu.Lock()
+	defer builtTagged.mu.Unlock()
+	if b, ok := builtTagged.bins[key]; ok {
+		return b.path, b.err
+	}
+	path, err := buildWeir(tags...)
+	if builtTagged.bins == nil {
+		builtTagged.bins = map[string]builtBinary{}
+	}
+	builtTagged.bins[key] = builtBinary{path, err}
+	return path, err
+}
+
+// buildWeir builds cmd/weir with tags into a new temporary directory.
+func buildWeir(tags ...string) (string, error) {
+	dir, err := os.MkdirTemp("", "weir-testcluster-bin")
+	if err != nil {
+		return "", fmt.Errorf("build weir: %w", err)
+	}
+	path := filepath.Join(dir, "weir")
+	args := []string{"build", "-o", path}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	args = append(args, "github.com/weir-mq/weir/cmd/weir")
+	out, err := exec.Command("go", args...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return path, nil
 }

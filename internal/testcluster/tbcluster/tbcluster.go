@@ -26,6 +26,17 @@ func Binary(tb testing.TB) string {
 	return bin
 }
 
+// BinaryTags is Binary built with build tags, e.g. BinaryTags(tb, "faults") for a binary serving
+// the fault control (internal/faultctl); set it as the Config's Binary.
+func BinaryTags(tb testing.TB, tags ...string) string {
+	tb.Helper()
+	bin, err := testcluster.BuildTags(tags...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bin
+}
+
 // New lays out cfg's cluster, filling in Binary (built once) and Dir (a tb.TempDir()) when they
 // are empty, and registers the clean-up (kill every node, print logs on failure). It does not
 // start the nodes.
