@@ -30,7 +30,9 @@ out="${out:-${TMPDIR:-/tmp}/weir-faults-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 cd "$root"
-go build -o "$out/weir" ./cmd/weir
+# -tags faults: the disk and clock nemeses drive the fault control (internal/faultctl) of this
+# test-only build; never ship it.
+go build -tags faults -o "$out/weir" ./cmd/weir
 go build -o "$out/faults" ./scripts/faults
 echo "fault runs in $out" >&2
 exec "$out/faults" --bin "$out/weir" --out "$out" "${args[@]}"

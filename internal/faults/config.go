@@ -55,7 +55,8 @@ var Families = []string{NemesisPause, NemesisKill, NemesisPartition, NemesisMemb
 
 // RunConfig says what one fault run does. Zero values take the defaults named on each field.
 type RunConfig struct {
-	// Binary is the weir binary; "" builds cmd/weir (testcluster.Build).
+	// Binary is the weir binary; "" builds cmd/weir with -tags faults (testcluster.BuildTags):
+	// the disk and clock families need its fault control (internal/faultctl).
 	Binary string
 	// Dir is the run's output directory (created): history.jsonl, verdict.json, report.md and
 	// cluster/node-i/ (each node's data and weir.log).
@@ -172,10 +173,6 @@ func (c *RunConfig) unavailable(family string) string {
 		if c.Network == nil {
 			return "no network namespaces: the nodes share 127.0.0.1, which cannot be partitioned"
 		}
-	case NemesisDisk:
-		return "not available yet: the runner has no disk fault injection"
-	case NemesisClock:
-		return "not available yet: the runner has no clock fault injection"
 	}
 	return ""
 }

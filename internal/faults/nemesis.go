@@ -162,6 +162,10 @@ func (n *nemesis) inject(ctx context.Context, f fault) {
 		n.partition(ctx, f)
 	case NemesisMembership:
 		n.membership(ctx, f)
+	case NemesisDisk:
+		n.disk(ctx, f)
+	case NemesisClock:
+		n.clock(ctx, f)
 	}
 }
 
@@ -284,7 +288,7 @@ func (n *nemesis) partition(ctx context.Context, f fault) {
 		n.skipped(f, fmt.Errorf("unknown variant %q", f.Variant))
 		return
 	}
-	rf := n.begin(f, value+" ("+net.Method()+")", node)
+	rf := n.begin(f, value, node)
 	if err := apply(); err != nil {
 		n.end(rf, "partition failed", errors.Join(err, net.Heal()))
 		return
@@ -301,7 +305,7 @@ func (n *nemesis) flap(ctx context.Context, f fault, rng *rand.Rand) {
 	if limit := f.Hold / 3; step[1] > limit {
 		step = [2]time.Duration{max(limit/3, 500*time.Millisecond), max(limit, 500*time.Millisecond)}
 	}
-	rf := n.begin(f, fmt.Sprintf("flapping splits every %v-%v for %v (%s)", step[0], step[1], f.Hold, net.Method()), 0)
+	rf := n.begin(f, fmt.Sprintf("flapping splits every %v-%v for %v", step[0], step[1], f.Hold), 0)
 	deadline := time.Now().Add(f.Hold)
 	var errs []error
 	for split := true; time.Now().Before(deadline) && ctx.Err() == nil; split = !split {

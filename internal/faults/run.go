@@ -101,7 +101,7 @@ func Run(ctx context.Context, cfg RunConfig) (Report, error) {
 	bin := cfg.Binary
 	if bin == "" {
 		var err error
-		if bin, err = testcluster.Build(); err != nil {
+		if bin, err = testcluster.BuildTags("faults"); err != nil {
 			return rep, fmt.Errorf("faults: %w", err)
 		}
 	}
@@ -148,6 +148,17 @@ func Run(ctx context.Context, cfg RunConfig) (Report, error) {
 		return rep, fmt.Errorf("faults: %w", err)
 	}
 	defer c.close()
+	// Disk and clock faults need the fault control of a -tags faults binary.
+	for _, f := range []struct{ family, path string }{{NemesisDisk, diskPath}, {NemesisClock, clockPath}} {
+		if !slices.Contains(families, f.family) {
+			continue
+		}
+		if why := c.hasControl(ctx, f.path); why != "" {
+			rep.Unavailable[f.family] = why
+			cfg.Logger.Warn("nemesis unavailable", "family", f.family, "why", why)
+			families = slices.DeleteFunc(families, func(s string) bool { return s == f.family })
+		}
+	}
 	topic := cfg.Workload
 	if err := c.createTopic(ctx, topic, cfg.Partitions); err != nil {
 		return rep, fmt.Errorf("faults: %w", err)

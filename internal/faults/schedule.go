@@ -17,6 +17,9 @@ var variants = map[string][]string{
 	// Preferred leader election of every workload partition; a reassignment that reorders a
 	// partition's replicas (a new preferred leader) followed by a preferred election.
 	NemesisMembership: {"elect-preferred", "reassign"},
+	// Through the nodes' fault control (nemesis_disk.go, nemesis_clock.go).
+	NemesisDisk:  diskVariants,
+	NemesisClock: clockVariants,
 }
 
 // fault is one scheduled fault.

@@ -14,7 +14,8 @@ import (
 
 // TestFaultSmoke is a short fault run on 3 brokers: the queue workload (idempotent producers,
 // assigned consumers, a group consumer committing offsets) while each available nemesis family
-// strikes once (pause, kill and membership; partition too when a Network is wired). The run
+// strikes once (pause, kill, membership, disk and clock through the fault control of a -tags
+// faults build; partition too when a Network is wired). The run
 // must heal, read every partition to its end, and pass the checker (internal/faults/checker).
 // The nodes run in network namespaces (the partition family) where they can be made: CI runs as
 // root; elsewhere the run says why partitions were not made.
@@ -24,13 +25,13 @@ func TestFaultSmoke(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfg := RunConfig{
-		Binary:       tbcluster.Binary(t),
+		Binary:       tbcluster.BinaryTags(t, "faults"),
 		Dir:          dir,
 		Workload:     WorkloadQueue,
-		Nemeses:      []string{NemesisPause, NemesisKill, NemesisPartition, NemesisMembership},
+		Nemeses:      []string{NemesisPause, NemesisKill, NemesisPartition, NemesisMembership, NemesisDisk, NemesisClock},
 		TimeLimit:    45 * time.Second,
 		Seed:         1,
-		MaxFaults:    3,
+		MaxFaults:    5,
 		FaultGap:     [2]time.Duration{2 * time.Second, 4 * time.Second},
 		FaultHold:    [2]time.Duration{2 * time.Second, 5 * time.Second},
 		OpsPerSecond: 20,
@@ -41,7 +42,7 @@ func TestFaultSmoke(t *testing.T) {
 		netErr = err
 		t.Logf("partitions not made, nodes on 127.0.0.1: %v", err)
 	} else {
-		cfg.MaxFaults = 4
+		cfg.MaxFaults = 6
 		t.Cleanup(func() {
 			if err := closeNet(); err != nil {
 				t.Error(err)
@@ -59,7 +60,7 @@ func TestFaultSmoke(t *testing.T) {
 	for _, f := range rep.Faults {
 		t.Logf("fault %s/%s: %s (%s)", f.Family, f.Variant, f.Value, f.Error)
 	}
-	families := []string{NemesisPause, NemesisKill, NemesisMembership}
+	families := []string{NemesisPause, NemesisKill, NemesisMembership, NemesisDisk, NemesisClock}
 	if netErr != nil {
 		if _, ok := rep.Unavailable[NemesisPartition]; !ok {
 			t.Errorf("partition without a Network is not reported unavailable: %v", rep.Unavailable)
@@ -69,7 +70,9 @@ func TestFaultSmoke(t *testing.T) {
 	}
 	counts := rep.FaultCounts()
 	for _, fam := range families {
-		if counts[fam] != 1 {
+		if _, out := rep.Unavailable[fam]; out {
+			t.Errorf("%s faults unavailable: %s", fam, rep.Unavailable[fam])
+		} else if counts[fam] < 1 {
 			t.Errorf("%s faults injected: %d, want 1 (faults %+v)", fam, counts[fam], rep.Faults)
 		}
 	}
