@@ -677,3 +677,69 @@ func TestLogEpochsConcurrent(t *testing.T) {
 	}
 	epExpect(t, "rebuilt after concurrent elections", l, withBatches)
 }
+
+// TestTruncateEmptiedAfterRestart: a follower emptied its log (truncated to the log start), then
+// started over at its leader's higher log start, appending after a gap (into the segment based
+// lower, or into one rolled after it when that segment is full), and later truncates everything
+// again. The disk Log ends
+// as MemLog does: at the base of the first removed batch, with the log start there (it used to
+// fall back to the end of the batches left below the log start, lowering the log start to it).
+func TestTruncateEmptiedAfterRestart(t *testing.T) {
+	for _, roll := range []bool{false, true} {
+		t.Run(fmt.Sprintf("roll=%v", roll), func(t *testing.T) {
+			cfg := DefaultConfig()
+			if roll {
+				// A segment per batch.
+				cfg.SegmentBytes = int64(len(epBatch(0, 5, 1)) + 1)
+			}
+			disk := epOpen(t, filepath.Join(t.TempDir(), "t-0"), cfg, true)
+			defer disk.Close()
+			mem, err := NewMemLog(cfg, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			old := append(append(epBatch(0, 5, 1), epBatch(5, 5, 1)...), epBatch(10, 5, 1)...)
+			restart := append(epBatch(30, 5, 2), epBatch(35, 5, 2)...)
+			for _, pl := range []PartitionLog{disk, mem} {
+				if _, err := pl.AppendStored(append([]byte(nil), old...)); err != nil {
+					t.Fatal(err)
+				}
+				if err := pl.SetHighWatermark(15); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := pl.DeleteRecordsBefore(10); err != nil {
+					t.Fatal(err)
+				}
+				if err := pl.TruncateTo(pl.LogStartOffset()); err != nil { // emptied: [10, 10)
+					t.Fatal(err)
+				}
+				if _, err := pl.AppendStored(append([]byte(nil), restart...)); err != nil {
+					t.Fatal(err)
+				}
+				if roll && pl == PartitionLog(disk) && len(disk.Segments()) < 2 {
+					var bases []int64
+					for _, sg := range disk.Segments() {
+						bases = append(bases, sg.BaseOffset())
+					}
+					t.Fatalf("the disk log did not roll at the restart: segments %v", bases)
+				}
+				if err := pl.SetHighWatermark(40); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := pl.DeleteRecordsBefore(30); err != nil {
+					t.Fatal(err)
+				}
+				if err := pl.TruncateTo(30); err != nil { // emptied again
+					t.Fatal(err)
+				}
+			}
+			type state struct{ Start, End, HW int64 }
+			d := state{disk.LogStartOffset(), disk.LogEndOffset(), disk.HighWatermark()}
+			m := state{mem.LogStartOffset(), mem.LogEndOffset(), mem.HighWatermark()}
+			if d != m || d != (state{30, 30, 30}) {
+				t.Fatalf("after emptying the restarted log: disk %+v, mem %+v, want both {30 30 30}", d, m)
+			}
+		})
+	}
+}

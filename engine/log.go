@@ -596,11 +596,13 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	if err != nil {
 		return l.logDir.Fail(err)
 	}
-	if found && last.Size() == 0 && next < first.BaseOffset {
-		// The segment is empty now, and an empty segment's next offset is its base: below the
-		// batches it held when they did not start at its base (a follower that started over at
-		// its leader's log start appends there, into a segment based lower). The log end is
-		// where the first removed batch began, as in MemLog and Kafka's truncateTo.
+	start := l.logStartOffset.Load()
+	if found && next < first.BaseOffset && (last.Size() == 0 || next <= start) {
+		// What the segment keeps ends below the removed batches: it is empty now (an empty
+		// segment's next offset is its base), or holds only batches below the log start (a
+		// follower that started over at its leader's log start appends there, into a segment
+		// based lower, after what it emptied). The log end is where the first removed batch
+		// began, as in MemLog and Kafka's truncateTo.
 		next = first.BaseOffset
 	}
 	if last != l.active { // an older segment is active again: it gets a jitter of its own
@@ -608,7 +610,7 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	}
 	l.active = last
 	l.nextOffset = next
-	if next < l.logStartOffset.Load() {
+	if next < start {
 		// The batch holding the log start went whole: the log start follows the log end down.
 		l.logStartOffset.Store(next)
 	}

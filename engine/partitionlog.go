@@ -26,8 +26,10 @@ import "github.com/weir-mq/weir/segment"
 //   - SetHighWatermark clamps to [log start, log end]; weir never lets the watermark split a batch:
 //     inside one it moves down to the batch's base offset (not below the log start).
 //   - TruncateTo(offset) removes every batch whose last offset is >= offset (the batch holding offset
-//     goes whole); an offset below the log start truncates to the log start. The high watermark and
-//     the log start follow the log end down.
+//     goes whole); an offset below the log start truncates to the log start. The log end is the
+//     offset after the last batch kept, or, when no kept batch reaches the log start (the log is
+//     emptied), the base offset of the first batch removed. The high watermark and the log start
+//     follow the log end down.
 //   - DeleteRecordsBefore advances the log start (never lowers it) and refuses an offset past the
 //     high watermark with OFFSET_OUT_OF_RANGE. It returns the log start.
 //   - OffsetForTimestamp(ts) returns the first batch holding an offset >= the log start whose max

@@ -27,12 +27,26 @@
 // and stopped by Set when none does any more, or by Close, which waits for them.
 //
 // Invariants:
-//   - A follower reports an offset to its leader (its fetch offset, the log end) only once
-//     everything below it is durable when the log's policy is durable, so the leader's high
-//     watermark means "on disk on every in-sync replica" and acks=all means fsynced there.
-//   - Before fetching for a new leader or leader epoch a follower asks the leader
-//     (OffsetForLeaderEpoch) where its latest local epoch ends and truncates any divergent tail
-//     (KIP-101/KIP-279); with no epoch in its cache it keeps only what its high watermark covers.
+//   - A follower reports an offset to its leader (its fetch offset) only once everything below
+//     it is durable when the log's policy is durable: the fetch offset is the fdatasync'd end of
+//     the log, and a log end not yet durable is made durable before the Fetch (settle). So the
+//     leader's high watermark means "on disk on every in-sync replica", acks=all means fsynced
+//     there, and no acknowledged record rests on bytes a follower never synced.
+//   - A partition whose log dir failed (a failed write or fdatasync, sticky) leaves the fetchers
+//     at once, as Kafka's failed partitions do: it is neither fetched (the next Fetch of the
+//     session forgets it) nor appended to nor truncated again, before the broker's report of
+//     the offline dir reaches the controller. Set does not bring it back under the same leader
+//     and epoch.
+//   - Before fetching for a new leader or leader epoch a follower truncates any divergent tail
+//     with OffsetForLeaderEpoch, in rounds (KIP-101/KIP-279): it asks where its latest epoch
+//     ends on the leader; when the leader's answer names an epoch the follower does not hold, it
+//     truncates to where its own largest epoch below that one ends and asks again about that
+//     epoch, until the leader's answer names an epoch it holds, then keeps what lies below both
+//     ends. After the check every offset it keeps holds the leader's record (no two values at
+//     one offset). With no epoch in its cache it keeps only what its high watermark covers. A
+//     fetched batch that straddles the log end (the logs' batches differ there) starts the
+//     check again. weir's follower does not send Fetch v12's LastFetchedEpoch, so leaders
+//     never answer with a DivergingEpoch: OffsetForLeaderEpoch is the one truncation path.
 //   - A follower whose log ends before the leader's log start empties its log and fetches from
 //     the leader's log start (Kafka's truncateFullyAndStartAt). Until the leader has a batch
 //     there to copy, the emptied log keeps its old offsets; the fetch offset is the leader's log

@@ -64,7 +64,36 @@ type FollowerLog interface {
 var (
 	_ FollowerLog = (*engine.Log)(nil)
 	_ FollowerLog = (*engine.MemLog)(nil)
+	_ diskLog     = (*engine.Log)(nil)
 )
+
+// diskLog is what a log on disk (engine.Log) adds to FollowerLog: its flush policy, the offset
+// below which it is fdatasync'd, and its log dir's sticky error. A FollowerLog without it
+// (engine.MemLog) counts everything appended as durable, and its dir never fails.
+type diskLog interface {
+	Durable() bool
+	RecoveryPoint() int64
+	DirErr() error
+}
+
+// reportableEnd is the fetch offset a follower may report to its leader: its log end, or under
+// the durable policy only what is fdatasync'd of it (the leader counts the fetch offset toward
+// the high watermark, so acks=all means "on disk on every in-sync replica").
+func reportableEnd(l FollowerLog) int64 {
+	end := l.LogEndOffset()
+	if d, ok := l.(diskLog); ok && d.Durable() {
+		return min(end, d.RecoveryPoint())
+	}
+	return end
+}
+
+// dirErr is the log's log dir's sticky error (nil while it is online).
+func dirErr(l FollowerLog) error {
+	if d, ok := l.(diskLog); ok {
+		return d.DirErr()
+	}
+	return nil
+}
 
 // FetcherConfig configures the follower fetchers.
 type FetcherConfig struct {
@@ -90,8 +119,9 @@ type FetcherConfig struct {
 // source broker, many partitions per Fetch request (replica id set). A follower reports an
 // offset to its leader (its fetch offset) only once everything below it is durable when the
 // log's policy is durable, so the leader's high watermark means "on disk on every in-sync
-// replica". Before fetching a partition for a new leader epoch the follower asks the leader
-// (OffsetForLeaderEpoch) where its latest epoch ends and truncates any divergent tail.
+// replica"; a partition whose log dir failed stops fetching at once. Before fetching a
+// partition for a new leader epoch the follower truncates any divergent tail with
+// OffsetForLeaderEpoch, in as many rounds as KIP-279 takes (truncateDivergentWith).
 type Fetchers struct {
 	cfg FetcherConfig
 
@@ -117,11 +147,18 @@ type followed struct {
 	// Set returns: Set clears active under it. This is the one lock held across disk I/O
 	// here, by design: it is per partition and only Set and Close wait on it. The other
 	// fields belong to the source fetcher's goroutine.
-	mu        sync.Mutex
-	active    bool
+	mu     sync.Mutex
+	active bool
+	// failed: the log's dir went offline; the partition left the fetchers (active is false)
+	// and stays out until Set follows it anew (Kafka's failed partitions).
+	failed    bool
 	truncated bool // divergence check done for this leader epoch
-	failures  int
-	retryAt   time.Time // after a partition error: not fetched again before this
+	// askEpoch is the epoch the divergence check asks the leader about: set by epochRequest,
+	// then, when askAgain, the older local epoch the next round asks about (KIP-279).
+	askEpoch int32
+	askAgain bool
+	failures int
+	retryAt  time.Time // after a partition error: not fetched again before this
 	// fetchFrom, when above the log end, is where fetching resumes: the leader's log start,
 	// after the local log was found entirely below it (an empty or long-gone replica) and
 	// emptied.
@@ -512,6 +549,9 @@ func (s *sourceFetcher) round(parts []*followed) error {
 				held = true // KIP-73: over follower.replication.throttled.rate
 				continue
 			}
+			if !s.settle(p) {
+				continue
+			}
 			fetch = append(fetch, p)
 		}
 	}
@@ -535,23 +575,52 @@ func (s *sourceFetcher) round(parts []*followed) error {
 	return s.fetch(fetch)
 }
 
-// truncateDivergent asks the leader where each partition's latest local epoch ends there and
-// truncates the local log to that point (Kafka's KIP-101/KIP-279 protocol).
+// truncateDivergent runs the divergence check of parts against the leader (Kafka's
+// KIP-101/KIP-279 protocol, truncateDivergentWith) over the connection.
 func (s *sourceFetcher) truncateDivergent(parts []*followed) error {
-	req, asked, err := s.epochRequest(parts)
-	if err != nil || len(asked) == 0 {
-		return err
+	return s.truncateDivergentWith(parts, func(req *kmsg.OffsetForLeaderEpochRequest) (*kmsg.OffsetForLeaderEpochResponse, error) {
+		r, err := s.conn.request(req, time.Now().Add(10*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		return r.(*kmsg.OffsetForLeaderEpochResponse), nil
+	})
+}
+
+// epochAsker sends one OffsetForLeaderEpoch request to the leader and returns its answer.
+type epochAsker func(*kmsg.OffsetForLeaderEpochRequest) (*kmsg.OffsetForLeaderEpochResponse, error)
+
+// truncateDivergentWith truncates each partition of parts to where its log and the leader's
+// agree, asking the leader with ask (KIP-279). A partition asks where its latest local epoch
+// ends on the leader; the leader answers with the largest epoch it holds at or below the one
+// asked and where that epoch ends there. When this log holds the epoch the leader answered, the
+// log keeps what lies below both ends and the check is over. When it does not (the log's
+// epochs after some epoch e are not on the leader, a history of two or more leader changes),
+// the log is truncated to where its own epoch e (the largest below the leader's) ends, and
+// the leader is asked again about e: the asked epoch falls with every round, so the check ends.
+// Partitions whose check ended are marked truncated; the others (a per-partition error, no
+// answer) are asked again in a later round.
+func (s *sourceFetcher) truncateDivergentWith(parts []*followed, ask epochAsker) error {
+	for len(parts) > 0 {
+		req, asked, err := s.epochRequest(parts)
+		if err != nil || len(asked) == 0 {
+			return err
+		}
+		resp, err := ask(req)
+		if err != nil {
+			return err
+		}
+		if parts, err = s.applyEpochResponse(asked, resp); err != nil {
+			return err
+		}
 	}
-	r, err := s.conn.request(req, time.Now().Add(10*time.Second))
-	if err != nil {
-		return err
-	}
-	return s.applyEpochResponse(asked, r.(*kmsg.OffsetForLeaderEpochResponse))
+	return nil
 }
 
 // epochRequest builds the OffsetForLeaderEpoch request for parts, and returns the partitions it
-// asks about. A partition without any epoch in its cache is not asked about: it is truncated to
-// its high watermark at once.
+// asks about. A partition asks about its latest epoch, or in a later round of its check, the
+// epoch the previous round named (followed.askEpoch). A partition without any epoch in its
+// cache is not asked about: it is truncated to its high watermark at once.
 func (s *sourceFetcher) epochRequest(parts []*followed) (*kmsg.OffsetForLeaderEpochRequest, []*followed, error) {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.SetVersion(4)
@@ -560,13 +629,16 @@ func (s *sourceFetcher) epochRequest(parts []*followed) (*kmsg.OffsetForLeaderEp
 	var asked []*followed
 	for _, p := range parts {
 		epoch, ok := p.Log.LatestEpoch()
+		if p.askAgain {
+			epoch, ok = p.askEpoch, true
+		}
 		if !ok {
 			// Nothing stamped with an epoch here (an empty log, or one written before
 			// epochs): keep only what the high watermark covers.
 			p.mu.Lock()
 			if p.active {
 				if hw := p.Log.HighWatermark(); hw < p.Log.LogEndOffset() {
-					if err := p.Log.TruncateTo(hw); err != nil {
+					if err := p.Log.TruncateTo(hw); err != nil && !s.storageFailedLocked(p, err) {
 						p.mu.Unlock()
 						return nil, nil, fmt.Errorf("truncate %s-%d to high watermark %d: %w", p.Topic, p.Partition, hw, err)
 					}
@@ -576,6 +648,7 @@ func (s *sourceFetcher) epochRequest(parts []*followed) (*kmsg.OffsetForLeaderEp
 			p.mu.Unlock()
 			continue
 		}
+		p.askEpoch = epoch
 		i, ok := byTopic[p.Topic]
 		if !ok {
 			i = len(req.Topics)
@@ -595,8 +668,8 @@ func (s *sourceFetcher) epochRequest(parts []*followed) (*kmsg.OffsetForLeaderEp
 }
 
 // applyEpochResponse truncates each asked partition as the leader's OffsetForLeaderEpoch answer
-// says.
-func (s *sourceFetcher) applyEpochResponse(asked []*followed, resp *kmsg.OffsetForLeaderEpochResponse) error {
+// says, and returns the partitions to ask again (truncateTo).
+func (s *sourceFetcher) applyEpochResponse(asked []*followed, resp *kmsg.OffsetForLeaderEpochResponse) (again []*followed, err error) {
 	byTP := map[tpKey]*followed{}
 	for _, p := range asked {
 		byTP[tpKey{p.Topic, p.Partition}] = p
@@ -607,48 +680,127 @@ func (s *sourceFetcher) applyEpochResponse(asked []*followed, resp *kmsg.OffsetF
 			if p == nil {
 				continue
 			}
+			delete(byTP, tpKey{t.Topic, rp.Partition}) // a partition named twice is applied once
 			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
 				s.partitionError(p, err)
 				continue
 			}
-			if err := s.truncateTo(p, rp.LeaderEpoch, rp.EndOffset); err != nil {
-				return err
+			more, err := s.truncateTo(p, rp.LeaderEpoch, rp.EndOffset)
+			if err != nil {
+				return nil, err
+			}
+			if more {
+				again = append(again, p)
 			}
 		}
 	}
-	return nil
+	return again, nil
 }
 
-// truncateTo applies an OffsetForLeaderEpoch answer: the leader's epoch (at most the one asked)
-// ends at endOffset there. The local log keeps only what both logs agree on.
-func (s *sourceFetcher) truncateTo(p *followed, leaderEpoch int32, endOffset int64) error {
+// truncateTo applies one OffsetForLeaderEpoch answer for p, which asked about p.askEpoch: the
+// leader's largest epoch at or below it is leaderEpoch and ends at endOffset there. As Kafka's
+// AbstractFetcherThread does (KIP-279), the log looks up its own end for leaderEpoch (its
+// largest epoch at or below it, and where that ends here):
+//   - the leader knows no such epoch: keep what the high watermark covers;
+//   - the log has no epoch at or below leaderEpoch: keep what lies below the leader's end;
+//   - the log's epoch found is leaderEpoch: keep what lies below both ends, and the check is
+//     over;
+//   - the log's epoch found is an older one e: the log's epochs after e are not on the leader,
+//     so truncate to where e ends here, and ask again about e (again is true).
+//
+// The kept prefix is the longest one whose epochs the leader holds at the same offsets, so
+// after the check and the fetches that follow, no offset holds a record other than the
+// leader's (no two values at one offset).
+func (s *sourceFetcher) truncateTo(p *followed, leaderEpoch int32, endOffset int64) (again bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.active {
-		return nil
+		return false, nil
 	}
 	l := p.Log
-	to := l.LogEndOffset()
-	if leaderEpoch < 0 || endOffset < 0 {
-		to = min(to, l.HighWatermark()) // the leader knows no such epoch: fall back to the HW
-	} else {
-		if local, _ := l.EndOffsetForEpoch(leaderEpoch); local >= 0 {
-			to = min(to, local)
-		}
-		to = min(to, endOffset)
+	end := l.LogEndOffset()
+	to := end
+	switch local, localEpoch := l.EndOffsetForEpoch(leaderEpoch); {
+	case leaderEpoch < 0 || endOffset < 0:
+		to = min(end, l.HighWatermark())
+	case local < 0:
+		to = min(end, endOffset)
+	case localEpoch != leaderEpoch && localEpoch < p.askEpoch:
+		to = min(end, local)
+		again = true
+		p.askEpoch = localEpoch
+	default:
+		// Also when the leader answered an epoch above the one asked (which a leader never
+		// does): the smaller end is kept, and the check ends.
+		to = min(end, local, endOffset)
 	}
-	if to < l.LogEndOffset() {
+	if to < end {
 		s.f.cfg.Logger.Info("truncating divergent follower tail", "topic", p.Topic, "partition", p.Partition,
-			"from", l.LogEndOffset(), "to", to, "leader", s.source, "leader_epoch", p.LeaderEpoch)
+			"from", end, "to", to, "leader", s.source, "leader_epoch", p.LeaderEpoch, "epoch_asked", leaderEpoch, "again", again)
 		if err := l.TruncateTo(to); err != nil {
-			return fmt.Errorf("truncate %s-%d to %d: %w", p.Topic, p.Partition, to, err)
+			if s.storageFailedLocked(p, err) {
+				return false, nil
+			}
+			return false, fmt.Errorf("truncate %s-%d to %d: %w", p.Topic, p.Partition, to, err)
 		}
 		if l.HighWatermark() > to {
 			_ = l.SetHighWatermark(to)
 		}
 	}
-	p.truncated = true
-	return nil
+	p.askAgain = again
+	p.truncated = !again
+	return again, nil
+}
+
+// settle readies p for a Fetch: a partition whose log dir failed leaves the fetchers now, and
+// under the durable policy a log end not yet fdatasync'd (appends of this broker as leader, a
+// flush refused for lack of a resource) is made durable first, so the fetch offset reported is
+// the log end. It reports whether p is to be fetched now (a refused flush backs p off).
+func (s *sourceFetcher) settle(p *followed) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.active {
+		return false
+	}
+	if err := dirErr(p.Log); err != nil {
+		s.failLocked(p, err)
+		return false
+	}
+	if end := p.Log.LogEndOffset(); reportableEnd(p.Log) < end {
+		if err := p.Log.AwaitDurable(end); err != nil {
+			if !s.storageFailedLocked(p, err) {
+				s.partitionError(p, err)
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// storageFailedLocked reports whether err, an error of p's log, comes with p's log dir offline;
+// then p leaves the fetchers at once (failLocked). A refusal for lack of a resource leaves the
+// dir online and is not such a failure. Requires p.mu.
+func (s *sourceFetcher) storageFailedLocked(p *followed, err error) bool {
+	derr := dirErr(p.Log)
+	if derr == nil {
+		return false
+	}
+	s.failLocked(p, fmt.Errorf("%w (after %w)", derr, err))
+	return true
+}
+
+// failLocked takes p out of the fetchers because its log dir failed (Kafka's
+// markPartitionFailed): from now on it is neither fetched (the next Fetch of the session
+// forgets it) nor truncated nor appended to, so the leader counts nothing more from this
+// replica, in particular no offset whose fdatasync failed; the broker's report of the offline
+// dir moves its leaderships and ISR memberships later. Requires p.mu.
+func (s *sourceFetcher) failLocked(p *followed, err error) {
+	if p.failed {
+		return
+	}
+	p.active, p.failed = false, true
+	s.f.cfg.Logger.Error("follower log dir offline: the partition stops fetching from its leader", "topic", p.Topic, "partition", p.Partition,
+		"leader", s.source, "log_end", p.Log.LogEndOffset(), "reported", reportableEnd(p.Log), "err", err)
 }
 
 // partitionError handles a per-partition error from the leader: stale metadata errors wait for
@@ -709,8 +861,9 @@ func (s *sourceFetcher) fetch(parts []*followed) error {
 	return nil
 }
 
-// fetchRequest builds the Fetch request (replica id set) for parts, each from its log end (or
-// where it restarts, fetchFrom), and indexes parts by topic and partition. In an incremental
+// fetchRequest builds the Fetch request (replica id set) for parts, each from its log end (only
+// what is durable of it under the durable policy: reportableEnd; or where it restarts,
+// fetchFrom), and indexes parts by topic and partition. In an incremental
 // session (s.sess) it names only the partitions whose fetch parameters differ from what the
 // leader's session holds, and forgets those of the session that are not in parts.
 func (s *sourceFetcher) fetchRequest(parts []*followed) (*kmsg.FetchRequest, map[tpKey]*followed) {
@@ -732,7 +885,7 @@ func (s *sourceFetcher) fetchRequest(parts []*followed) (*kmsg.FetchRequest, map
 	for _, p := range parts {
 		k := tpKey{p.Topic, p.Partition}
 		byTP[k] = p
-		sp := sentPart{fetchOffset: max(p.Log.LogEndOffset(), p.fetchFrom), logStart: p.Log.LogStartOffset(), leaderEpoch: p.LeaderEpoch}
+		sp := sentPart{fetchOffset: max(reportableEnd(p.Log), p.fetchFrom), logStart: p.Log.LogStartOffset(), leaderEpoch: p.LeaderEpoch}
 		fs.pending[k] = sp
 		if prev, ok := fs.sent[k]; incremental && ok && prev == sp {
 			continue // the leader's session has it as it is
@@ -793,7 +946,7 @@ func (s *sourceFetcher) applyFetchResponse(byTP map[tpKey]*followed, resp *kmsg.
 						}
 						continue
 					}
-					p.truncated = false // past the leader's end: check the divergence again
+					p.truncated, p.askAgain = false, false // past the leader's end: check the divergence again
 				}
 				s.partitionError(p, err)
 				continue
@@ -812,7 +965,10 @@ func (s *sourceFetcher) applyFetchResponse(byTP map[tpKey]*followed, resp *kmsg.
 }
 
 // apply appends one partition's fetched batches, waits until they are durable (durable policy),
-// and moves the follower's high watermark and log start offset after the leader's.
+// and moves the follower's high watermark and log start offset after the leader's. Batches the
+// log holds already (fetched from below the log end, which was not durable yet) are skipped. An
+// error of the log with its dir offline takes the partition out of the fetchers (failLocked)
+// and is not returned.
 func (s *sourceFetcher) apply(p *followed, rp *kmsg.FetchResponseTopicPartition) (bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -820,16 +976,29 @@ func (s *sourceFetcher) apply(p *followed, rp *kmsg.FetchResponseTopicPartition)
 		return false, nil
 	}
 	l := p.Log
-	batches := wholeBatches(rp.RecordBatches)
+	batches, ok := skipHeld(wholeBatches(rp.RecordBatches), l.LogEndOffset())
+	if !ok {
+		// A batch of the leader's straddles the log end: the logs' batches differ there.
+		p.truncated, p.askAgain = false, false
+		return false, nil
+	}
 	appended := len(batches) > 0
 	if appended && p.throttled() {
 		s.f.cfg.Quota.Record(int64(len(batches)), time.Now())
 	}
 	if appended {
 		if _, err := l.AppendStored(batches); err != nil {
+			if s.storageFailedLocked(p, err) {
+				return false, nil
+			}
 			return false, fmt.Errorf("append to follower %s-%d: %w", p.Topic, p.Partition, err)
 		}
-		if err := l.AwaitDurable(l.LogEndOffset()); err != nil {
+	}
+	if end := l.LogEndOffset(); appended || reportableEnd(l) < end {
+		if err := l.AwaitDurable(end); err != nil {
+			if s.storageFailedLocked(p, err) {
+				return false, nil
+			}
 			return false, fmt.Errorf("sync follower %s-%d: %w", p.Topic, p.Partition, err)
 		}
 	}
@@ -843,6 +1012,22 @@ func (s *sourceFetcher) apply(p *followed, rp *kmsg.FetchResponseTopicPartition)
 		}
 	}
 	return appended, nil
+}
+
+// skipHeld drops the leading batches of b (whole batches) that end at or below end, the log end:
+// the log holds them already. ok is false when a batch starts below end and ends past it.
+func skipHeld(b []byte, end int64) (rest []byte, ok bool) {
+	for len(b) > 0 {
+		h, err := record.ParseHeader(b)
+		if err != nil || h.BaseOffset >= end {
+			break
+		}
+		if h.NextOffset() > end {
+			return nil, false
+		}
+		b = b[h.Size():]
+	}
+	return b, true
 }
 
 // restartAt handles a local log that ends before the leader's log start (the leader's
@@ -859,6 +1044,9 @@ func (s *sourceFetcher) restartAt(p *followed, leaderStart int64) error {
 		"topic", p.Topic, "partition", p.Partition, "log_end", l.LogEndOffset(), "leader_log_start", leaderStart, "leader", s.source)
 	if l.LogEndOffset() > l.LogStartOffset() {
 		if err := l.TruncateTo(l.LogStartOffset()); err != nil {
+			if s.storageFailedLocked(p, err) {
+				return nil
+			}
 			return fmt.Errorf("empty follower %s-%d: %w", p.Topic, p.Partition, err)
 		}
 	}

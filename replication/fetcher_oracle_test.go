@@ -8,6 +8,8 @@ import (
 	"math/rand"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,15 +22,21 @@ import (
 )
 
 // The fetcher oracle: random leader histories (appends in leader epochs, the high watermark
-// moving, DeleteRecords past a follower's end, failovers to a leader that lacks the old
-// leader's uncommitted tail) are replayed against two followers, one over the disk engine.Log
-// and one over the in-memory engine.MemLog, through the fetcher's own request building and
-// response handling (epochRequest/applyEpochResponse, fetchRequest/applyFetchResponse). The
-// leader is an engine.MemLog answering OffsetForLeaderEpoch and Fetch as a Kafka leader does.
-// After every step both followers must have sent the same requests and hold the same logs
-// (offsets, leader epoch cache, bytes, fetcher state); after a catch-up both must hold exactly
-// the leader's log. That covers divergence truncation (KIP-101/279), the restart at the
-// leader's log start (Kafka's truncateFullyAndStartAt), cut batches and epochs.
+// moving, DeleteRecords past a follower's end, failovers) are replayed against two followers,
+// one over the disk engine.Log and one over the in-memory engine.MemLog, through the fetcher's
+// own request building and response handling (truncateDivergentWith, settle,
+// fetchRequest/applyFetchResponse). The leader is an engine.MemLog answering
+// OffsetForLeaderEpoch and Fetch as a Kafka leader does. The partition's other replicas are
+// kept too (sides): former leaders with their uncommitted tails, and replicas that copied a
+// leader's prefix; a failover elects one of them that holds every committed batch, or a replica
+// with a prefix of the old leader's log. So leaders change back and forth, and the followers hold
+// divergent suffixes across several epochs: their divergence check takes several rounds of
+// OffsetForLeaderEpoch (KIP-279). After every step both followers must have sent the same
+// requests and hold the same logs (offsets, leader epoch cache, bytes, fetcher state), and a
+// follower whose check is done holds no batch at an offset where the leader holds another (no
+// two values at one offset); after a catch-up both must hold exactly the leader's log. That
+// covers divergence truncation (KIP-101/279), the restart at the leader's log start (Kafka's
+// truncateFullyAndStartAt), cut batches and epochs.
 
 // fakeLeader is the partition's leader: its log and leader epoch.
 type fakeLeader struct {
@@ -152,8 +160,14 @@ type fetcherOracle struct {
 	cfg    engine.Config
 	leader *fakeLeader
 	fs     []*orcFollower // [0] over engine.Log, [1] over engine.MemLog
-	ts     int64
-	trace  []string
+	// sides are the partition's other replicas, leader candidates: former leaders (with any
+	// uncommitted tail of their own) and copies of a leader's log.
+	sides []*engine.MemLog
+	// committed holds every batch that was ever below the leader's high watermark, by base
+	// offset: what an elected replica must hold.
+	committed map[int64][]byte
+	ts        int64
+	trace     []string
 }
 
 func (o *fetcherOracle) fatalf(format string, args ...any) {
@@ -220,6 +234,7 @@ func (o *fetcherOracle) leaderHW() {
 	if err := l.SetHighWatermark(hw); err != nil {
 		o.fatalf("leader high watermark: %v", err)
 	}
+	o.commit()
 	o.step("leader high watermark %d (asked %d)", l.HighWatermark(), hw)
 }
 
@@ -237,18 +252,30 @@ func (o *fetcherOracle) leaderDelete() {
 	o.step("leader deletes records before %d (log start %d)", to, l.LogStartOffset())
 }
 
-// failover makes a new leader of a replica that has the old leader's log up to a batch boundary
-// at or above its high watermark (an ISR member), in a newer epoch. The followers' tails past
-// that point diverge.
+// failover elects a new leader in a newer epoch: one of the other replicas (sides) that holds
+// the leader's log up to its high watermark (an ISR member), with whatever tail of its own it
+// has (a former leader's uncommitted batches, in older epochs); or, when none does or at random,
+// a replica with the old leader's log up to a batch boundary at or above the high watermark. The
+// old leader joins the other replicas with its whole log. The followers' tails past the new
+// leader's agreement diverge, over as many epochs as the leaders changed.
 func (o *fetcherOracle) failover() {
+	if cands := o.eligibleSides(); len(cands) > 0 && o.rng.Intn(3) > 0 {
+		o.promoteSide(cands[o.rng.Intn(len(cands))])
+		return
+	}
 	o.failoverKeeping(func(base int64) bool { return base < o.leader.log.HighWatermark() || o.rng.Intn(2) == 1 })
 }
 
 // failoverKeeping is failover with the new leader holding the old leader's batches up to the
 // first whose base offset keep refuses.
 func (o *fetcherOracle) failoverKeeping(keepBatch func(base int64) bool) {
-	old := o.leader.log
-	all := readAll(o.t, old)
+	o.promote(o.prefixOf(o.leader.log, keepBatch), "a prefix of the old leader")
+}
+
+// prefixOf returns a new replica holding src's batches up to the first whose base offset keep
+// refuses, from src's log start.
+func (o *fetcherOracle) prefixOf(src *engine.MemLog, keepBatch func(base int64) bool) *engine.MemLog {
+	all := readAll(o.t, src)
 	var keep []byte
 	for b := all; len(b) > 0; {
 		h, _ := record.ParseHeader(b)
@@ -258,20 +285,34 @@ func (o *fetcherOracle) failoverKeeping(keepBatch func(base int64) bool) {
 		keep = append(keep, b[:h.Size()]...)
 		b = b[h.Size():]
 	}
-	start := old.LogStartOffset()
+	start := src.LogStartOffset()
 	if len(keep) > 0 {
 		h, _ := record.ParseHeader(keep)
 		start = h.BaseOffset
 	}
 	nl, err := engine.NewMemLog(o.cfg, start)
 	if err != nil {
-		o.fatalf("new leader: %v", err)
+		o.fatalf("new replica: %v", err)
 	}
 	if len(keep) > 0 {
 		if _, err := nl.AppendStored(keep); err != nil {
-			o.fatalf("new leader copy: %v", err)
+			o.fatalf("new replica copy: %v", err)
 		}
 	}
+	return nl
+}
+
+// promoteSide makes the other replica i the leader (promote).
+func (o *fetcherOracle) promoteSide(i int) {
+	nl := o.sides[i]
+	o.sides = slices.Delete(o.sides, i, i+1)
+	o.promote(nl, fmt.Sprintf("replica %d of %d", i, len(o.sides)+1))
+}
+
+// promote makes nl the leader in a newer epoch, with the old leader's high watermark and log
+// start; the old leader joins the other replicas.
+func (o *fetcherOracle) promote(nl *engine.MemLog, what string) {
+	old := o.leader.log
 	if err := nl.SetHighWatermark(old.HighWatermark()); err != nil {
 		o.fatalf("new leader high watermark: %v", err)
 	}
@@ -282,10 +323,97 @@ func (o *fetcherOracle) failoverKeeping(keepBatch func(base int64) bool) {
 	if err := nl.BecomeLeader(epoch); err != nil {
 		o.fatalf("new leader epoch: %v", err)
 	}
-	old.Close()
+	o.addSide(old)
 	o.leader = &fakeLeader{log: nl, epoch: epoch}
+	o.commit()
 	o.follow()
-	o.step("failover: new leader in epoch %d with log end %d (old end %d), log start %d", epoch, nl.LogEndOffset(), old.LogEndOffset(), nl.LogStartOffset())
+	o.step("failover to %s: new leader in epoch %d with log end %d (old end %d), log start %d, epochs %v", what, epoch,
+		nl.LogEndOffset(), old.LogEndOffset(), nl.LogStartOffset(), nl.EpochEntries())
+}
+
+// maxSides bounds the other replicas kept as leader candidates.
+const maxSides = 3
+
+// addSide keeps r as another replica, forgetting one at random past maxSides.
+func (o *fetcherOracle) addSide(r *engine.MemLog) {
+	o.sides = append(o.sides, r)
+	if len(o.sides) > maxSides {
+		i := o.rng.Intn(len(o.sides))
+		o.sides[i].Close()
+		o.sides = slices.Delete(o.sides, i, i+1)
+	}
+}
+
+// eligibleSides returns the indexes of the other replicas that could be elected from the ISR:
+// below the leader's high watermark they hold exactly the committed batches, and they reach it.
+func (o *fetcherOracle) eligibleSides() []int {
+	hw := o.leader.log.HighWatermark()
+	var out []int
+	for i, r := range o.sides {
+		if r.LogStartOffset() > o.leader.log.LogStartOffset() || r.LogEndOffset() < hw {
+			continue
+		}
+		ok := true
+		for b := readAll(o.t, r); len(b) > 0 && ok; {
+			h, _ := record.ParseHeader(b)
+			if h.BaseOffset >= hw {
+				break
+			}
+			ok = bytes.Equal(o.committed[h.BaseOffset], b[:h.Size()])
+			b = b[h.Size():]
+		}
+		if ok {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// commit records the leader's batches below its high watermark as committed; a committed batch
+// is never replaced by another at its offset (no two values at one offset).
+func (o *fetcherOracle) commit() {
+	l := o.leader.log
+	hw := l.HighWatermark()
+	for b := readAll(o.t, l); len(b) > 0; {
+		h, _ := record.ParseHeader(b)
+		if h.NextOffset() > hw {
+			break
+		}
+		batch := b[:h.Size()]
+		if prev, ok := o.committed[h.BaseOffset]; ok && !bytes.Equal(prev, batch) {
+			o.fatalf("the leader in epoch %d holds another batch at committed offset %d", o.leader.epoch, h.BaseOffset)
+		}
+		o.committed[h.BaseOffset] = batch
+		b = b[h.Size():]
+	}
+}
+
+// sideSync has another replica copy the leader: it ends up with the leader's log up to a random
+// batch boundary (what a correct follower holds after truncating its divergent tail and fetching
+// that far).
+func (o *fetcherOracle) sideSync() {
+	if len(o.sides) == 0 {
+		o.step("no other replica to sync")
+		return
+	}
+	i := o.rng.Intn(len(o.sides))
+	n := 0
+	for b := readAll(o.t, o.leader.log); len(b) > 0; n++ {
+		h, _ := record.ParseHeader(b)
+		b = b[h.Size():]
+	}
+	k := n
+	if o.rng.Intn(2) == 0 {
+		k = o.rng.Intn(n + 1)
+	}
+	seen := 0
+	r := o.prefixOf(o.leader.log, func(int64) bool { seen++; return seen <= k })
+	if err := r.SetHighWatermark(min(o.leader.log.HighWatermark(), r.LogEndOffset())); err != nil {
+		o.fatalf("replica high watermark: %v", err)
+	}
+	o.sides[i].Close()
+	o.sides[i] = r
+	o.step("replica %d copies the leader's first %d of %d batches (log [%d, %d), epochs %v)", i, k, n, r.LogStartOffset(), r.LogEndOffset(), r.EpochEntries())
 }
 
 // round runs one fetcher round on every follower: the divergence check if due, then one Fetch.
@@ -300,20 +428,22 @@ func (o *fetcherOracle) round() {
 		p := f.p
 		parts := []*followed{p}
 		if !p.truncated {
-			req, asked, err := f.s.epochRequest(parts)
+			// The whole divergence check, one OffsetForLeaderEpoch per round of KIP-279.
+			var asks []string
+			err := f.s.truncateDivergentWith(parts, func(req *kmsg.OffsetForLeaderEpochRequest) (*kmsg.OffsetForLeaderEpochResponse, error) {
+				rp := req.Topics[0].Partitions[0]
+				asks = append(asks, fmt.Sprintf("epoch %d current %d", rp.LeaderEpoch, rp.CurrentLeaderEpoch))
+				return o.leader.answerEpochs(o.t, req), nil
+			})
 			if err != nil {
-				o.fatalf("%s: epoch request: %v", f.name, err)
+				o.fatalf("%s: divergence check: %v", f.name, err)
 			}
-			if len(asked) > 0 {
-				epochReqs = append(epochReqs, fmt.Sprintf("epoch %d current %d", req.Topics[0].Partitions[0].LeaderEpoch, req.Topics[0].Partitions[0].CurrentLeaderEpoch))
-				if err := f.s.applyEpochResponse(asked, o.leader.answerEpochs(o.t, req)); err != nil {
-					o.fatalf("%s: apply epoch response: %v", f.name, err)
-				}
-			} else {
-				epochReqs = append(epochReqs, "none")
+			if len(asks) == 0 {
+				asks = append(asks, "none")
 			}
+			epochReqs = append(epochReqs, strings.Join(asks, ", then "))
 		}
-		if p.truncated {
+		if p.truncated && f.s.settle(p) {
 			req, byTP := f.s.fetchRequest(parts)
 			rp := req.Topics[0].Partitions[0]
 			fetchReqs = append(fetchReqs, fmt.Sprintf("fetch %d log start %d epoch %d", rp.FetchOffset, rp.LogStartOffset, rp.CurrentLeaderEpoch))
@@ -363,6 +493,33 @@ func (o *fetcherOracle) check(what string) {
 	}
 	if !bytes.Equal(readAll(o.t, d.log), readAll(o.t, m.log)) {
 		o.fatalf("%s: follower logs differ (disk %d bytes, mem %d bytes)", what, len(readAll(o.t, d.log)), len(readAll(o.t, m.log)))
+	}
+	if sd.Truncated {
+		o.agree(what)
+	}
+}
+
+// agree checks that a follower whose divergence check is done holds, at each offset, the
+// leader's batch or none (no two values at one offset): every batch it holds that the leader
+// still covers (from the leader's log start) is the leader's batch at that offset.
+func (o *fetcherOracle) agree(what string) {
+	o.t.Helper()
+	l := o.leader.log
+	have := map[int64][]byte{}
+	for b := readAll(o.t, l); len(b) > 0; {
+		h, _ := record.ParseHeader(b)
+		have[h.BaseOffset] = b[:h.Size()]
+		b = b[h.Size():]
+	}
+	for _, f := range o.fs {
+		for b := readAll(o.t, f.log); len(b) > 0; {
+			h, _ := record.ParseHeader(b)
+			if h.NextOffset() > l.LogStartOffset() && !bytes.Equal(have[h.BaseOffset], b[:h.Size()]) {
+				o.fatalf("%s: %s holds a batch at offset %d (epoch %d) that is not the leader's (no two values at one offset)",
+					what, f.name, h.BaseOffset, h.PartitionLeaderEpoch)
+			}
+			b = b[h.Size():]
+		}
 	}
 }
 
@@ -417,7 +574,7 @@ func newFetcherOracle(t *testing.T, seed int64, durable bool) *fetcherOracle {
 	if !durable {
 		cfg.FlushIntervalMessages = 1 << 40
 	}
-	o := &fetcherOracle{t: t, rng: rng, cfg: cfg, ts: now.UnixMilli()}
+	o := &fetcherOracle{t: t, rng: rng, cfg: cfg, ts: now.UnixMilli(), committed: map[int64][]byte{}}
 	ll, err := engine.NewMemLog(cfg, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -438,6 +595,9 @@ func newFetcherOracle(t *testing.T, seed int64, durable bool) *fetcherOracle {
 		disk.Close()
 		mem.Close()
 		o.leader.log.Close()
+		for _, r := range o.sides {
+			r.Close()
+		}
 	})
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for i, l := range []engine.PartitionLog{disk, mem} {
@@ -461,7 +621,9 @@ func runFetcherOracle(t *testing.T, seed int64, ops int, durable bool) {
 			o.round()
 		case k < 16:
 			o.leaderDelete()
-		case k < 18:
+		case k < 17:
+			o.sideSync()
+		case k < 19:
 			o.failover()
 		default:
 			o.catchUp()
@@ -498,6 +660,7 @@ func TestFetcherRestartThenDivergence(t *testing.T) {
 	if err := l.SetHighWatermark(l.LogEndOffset()); err != nil {
 		t.Fatal(err)
 	}
+	o.commit()
 	o.leaderDelete() // to the high watermark (or below; the leader's log start moves up)
 	if _, err := l.DeleteRecordsBefore(l.HighWatermark()); err != nil {
 		t.Fatal(err)
@@ -522,4 +685,52 @@ func TestFetcherRestartThenDivergence(t *testing.T) {
 	}
 	o.leaderAppend()
 	o.catchUp()
+}
+
+// TestFetcherTruncationAcrossLeaderChanges: the history KIP-279 is about. Leader A (epoch 1)
+// writes two batches, only the first committed; B, holding the committed one, leads (epoch 2)
+// and writes one batch; A leads again without having truncated (epoch e3), writes one, and the
+// followers copy A, its uncommitted epoch-1 batch included; then B leads again (epoch e4). The
+// followers' latest epoch e3 is not on B, whose answer (epoch 2, where it ends) names an epoch
+// the followers do not hold either: one round of OffsetForLeaderEpoch would keep A's epoch-1
+// batch where B holds its epoch-2 one (two values at one offset). The second round (asking
+// about epoch 1) truncates to the committed batch, and the followers end with B's log.
+func TestFetcherTruncationAcrossLeaderChanges(t *testing.T) {
+	o := newFetcherOracle(t, 7, false)
+	a := o.leader.log
+	if _, err := a.Append(o.batch()); err != nil {
+		t.Fatal(err)
+	}
+	committed := a.LogEndOffset()
+	if err := a.SetHighWatermark(committed); err != nil {
+		t.Fatal(err)
+	}
+	o.commit()
+	if _, err := a.Append(o.batch()); err != nil { // uncommitted, epoch 1
+		t.Fatal(err)
+	}
+	b := o.prefixOf(a, func(base int64) bool { return base < committed })
+	o.promote(b, "B") // epoch 2; A joins the other replicas
+	if _, err := b.Append(o.batch()); err != nil {
+		t.Fatal(err)
+	}
+	o.promoteSide(0) // A again: it kept its epoch-1 tail; B joins the other replicas
+	o.leaderAppend()
+	o.catchUp()
+	if got := len(o.fs[0].log.EpochEntries()); got != 2 {
+		o.fatalf("the followers hold %d epochs, want 2 (A's epoch 1 and its latest)", got)
+	}
+	o.promoteSide(0) // B again
+	o.leaderAppend()
+	o.round()
+	o.agree("after the divergence check")
+	if r := o.trace[len(o.trace)-1]; !strings.Contains(r, ", then ") {
+		o.fatalf("the divergence check took one round of OffsetForLeaderEpoch, want two: %s", r)
+	}
+	for _, f := range o.fs {
+		if f.log.LogEndOffset() < committed {
+			o.fatalf("%s: truncated to %d, below the committed offset %d", f.name, f.log.LogEndOffset(), committed)
+		}
+	}
+	o.catchUp() // each follower's log is B's
 }
