@@ -512,7 +512,7 @@ func (r *replica) proposeLocked(c *replication.ISRChange) {
 		}
 		if err != nil {
 			slog.Warn("ISR change refused", "topic", r.tp.Topic, "partition", r.tp.Partition, "isr", req.ISR, "err", err)
-			state.AbortPending()
+			state.AbortPending(c)
 			return
 		}
 		slog.Info("ISR changed", "topic", r.tp.Topic, "partition", r.tp.Partition, "isr", pi.ISR, "partition_epoch", pi.PartitionEpoch)
