@@ -11,12 +11,14 @@ package broker
 //     watermark follows its own log (engine LocalHighWatermark).
 //   - follower: the partition is fetched from its leader by replication.Fetchers.
 //
+// ISR changes go to the controller through the AlterPartition sender (alterpartition.go); a
+// change stays pending until the controller's answer or a newer partition epoch resolves it.
+//
 // Followers are removed from the fetchers before any partition becomes leader, so no fetched
 // batch is appended after a leadership starts. Produce waits (acks=all) watch the high
 // watermark and the leader epoch they appended under.
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -55,6 +57,10 @@ type replicaManager struct {
 
 	// createFailures counts replica logs this broker could not create (metrics).
 	createFailures atomic.Int64
+
+	// alterPartitionHook, when set (tests only), stands in for the controller's AlterPartition
+	// in this broker's ISR change sender (alterpartition.go).
+	alterPartitionHook atomic.Pointer[alterPartitionFunc]
 
 	// leaderQuota is leader.replication.throttled.rate (KIP-73): the bytes this broker sends
 	// to followers outside the ISR of replicas listed in leader.replication.throttled.replicas
@@ -493,33 +499,6 @@ func (r *replica) isrSize() int {
 		return len(r.state.ISR())
 	}
 	return len(r.info.ISR)
-}
-
-// proposeLocked sends an ISR change to the controller. Requires r.mu.
-func (r *replica) proposeLocked(c *replication.ISRChange) {
-	b := r.rm.b
-	req := controller.AlterPartitionRequest{Topic: r.tp.Topic, Partition: r.tp.Partition, LeaderID: b.nodeID,
-		LeaderEpoch: c.LeaderEpoch, PartitionEpoch: c.PartitionEpoch, ISR: c.ISR}
-	state := r.state
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		pi, err := b.ctl.AlterPartition(ctx, req)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.state != state {
-			return // the leadership changed meanwhile
-		}
-		if err != nil {
-			slog.Warn("ISR change refused", "topic", r.tp.Topic, "partition", r.tp.Partition, "isr", req.ISR, "err", err)
-			state.AbortPending()
-			return
-		}
-		slog.Info("ISR changed", "topic", r.tp.Topic, "partition", r.tp.Partition, "isr", pi.ISR, "partition_epoch", pi.PartitionEpoch)
-		b.observeISRChange(state.ISR(), pi.ISR) // metrics: ISR shrinks/expands (metrics.go)
-		state.ApplyPartition(pi.ISR, pi.LeaderEpoch, pi.PartitionEpoch)
-		r.publishHWLocked()
-	}()
 }
 
 // tick runs the ISR shrink check of every led replicated partition.

@@ -11,7 +11,12 @@
 //     back; a follower whose fetch offset reaches the high watermark and the leader epoch's
 //     start offset is proposed for the ISR, one that has not caught up with the leader's end
 //     for replica.lag.time.max.ms is proposed for removal. The ISR changes it proposes (ISRChange) are
-//     committed by the controller (AlterPartition) and come back through ApplyPartition.
+//     committed by the controller (AlterPartition) and come back through ApplyPartition. A
+//     change stays pending (and its additions count for the high watermark) until a committed
+//     state with a newer partition epoch arrives or the controller refuses it for good
+//     (AbortPending): the state at the current epochs, seen again, does not end it, since the
+//     controller may have committed the change already (Kafka's Partition and
+//     AlterPartitionManager).
 //   - Fetchers (fetcher.go): the follower side. One goroutine and one connection per source
 //     broker (kclient.go, with the inter-broker listener's TLS and SASL in kclient_security.go),
 //     many partitions per Fetch request (replica id set), in an incremental fetch session

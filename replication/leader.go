@@ -44,6 +44,14 @@ type leaderFollower struct {
 // ISR changes follow KIP-497: at most one change is in flight at a time. While a change is
 // pending, the high watermark is computed over the "maximal ISR", the committed ISR plus any
 // pending additions (a pending removal keeps counting the removed replica until committed).
+// A pending change ends only when a committed state with a newer partition epoch arrives
+// (ApplyPartition) or when the controller refused it for good (AbortPending); the committed
+// state seen again at the current epochs leaves it pending.
+//
+// Invariant (no acknowledged record lost, given a sender that aborts a change only on a
+// definite refusal): the high watermark never exceeds the end of any replica in the
+// controller's ISR or in a change the controller may still commit, since both are within the
+// maximal ISR.
 //
 // A new leader epoch (re-election) should be modelled by creating a new LeaderState, since it
 // comes with a new epoch start offset and resets every follower's state.
@@ -218,13 +226,24 @@ func (s *LeaderState) MaximalISR() []int32 {
 func (s *LeaderState) Pending() bool { return s.pending != nil }
 
 // ApplyPartition installs the partition's committed state (the controller's answer to a
-// proposal, or a new metadata image): it sets the ISR and the epochs, clears any pending change
-// and recomputes the high watermark (which never decreases). A state with older epochs than the
-// current one (a lower leader epoch, or the same leader epoch and a lower partition epoch) is
-// stale and ignored. ISR members not tracked so far start with an unknown end and their last
-// caught-up time set to the latest time passed in.
+// proposal, or a new metadata image) if it is newer than the one held: a higher leader epoch,
+// or the same leader epoch and a higher partition epoch. It sets the ISR and the epochs, clears
+// any pending change and recomputes the high watermark (which never decreases). The controller
+// bumps the partition epoch with every change, so a newer state is the outcome of the pending
+// change or of one that overtook it, after which the pending one (proposed at an older epoch) can
+// no longer commit.
+//
+// A state at older epochs is stale and ignored. A state at the epochs already held is the one
+// installed (images are applied again on every change elsewhere in the cluster) and changes
+// nothing: in particular it is not an answer to a pending change, which the controller may have
+// committed already, so that change stays pending and its additions keep counting for the high
+// watermark (Kafka's Partition.makeLeader skips older partition epochs; KRaft applies only
+// partitions whose partition epoch changed).
+//
+// ISR members not tracked so far start with an unknown end and their last caught-up time set
+// to the latest time passed in.
 func (s *LeaderState) ApplyPartition(isr []int32, leaderEpoch, partitionEpoch int32) {
-	if leaderEpoch < s.leaderEpoch || (leaderEpoch == s.leaderEpoch && partitionEpoch < s.partitionEpoch) {
+	if leaderEpoch < s.leaderEpoch || (leaderEpoch == s.leaderEpoch && partitionEpoch <= s.partitionEpoch) {
 		return
 	}
 	s.isr = dedupLeaderIDs(isr)
@@ -253,10 +272,28 @@ func (s *LeaderState) SetReplicas(replicas []int32) {
 	}
 }
 
-// AbortPending drops the in-flight proposal (it failed); a change may be proposed again later.
-func (s *LeaderState) AbortPending() {
+// IsPending reports whether c (a proposal this state returned) is still the change in flight:
+// neither a newer committed state nor an abort has resolved it. The sender keeps sending c only
+// while it is.
+func (s *LeaderState) IsPending(c *ISRChange) bool {
+	return c != nil && s.pending != nil && s.pending.LeaderEpoch == c.LeaderEpoch &&
+		s.pending.PartitionEpoch == c.PartitionEpoch && slices.Equal(s.pending.ISR, c.ISR)
+}
+
+// AbortPending drops the change in flight if it is c, and reports whether it did. Call it only
+// when the controller definitely did not commit c and never will (it refused c at c's own
+// partition epoch, e.g. INELIGIBLE_REPLICA); an answer that leaves the outcome open (a timeout,
+// a lost connection, a resend refused because the partition epoch moved on) must leave c
+// pending until a newer committed state arrives through ApplyPartition, since dropping it would
+// compute the high watermark over a smaller ISR than the controller's. A change may be
+// proposed again later.
+func (s *LeaderState) AbortPending(c *ISRChange) bool {
+	if !s.IsPending(c) {
+		return false
+	}
 	s.pending = nil
 	s.maybeIncrementHW()
+	return true
 }
 
 // FollowerEnd returns follower id's last known end offset; false if it is unknown (no fetch yet,

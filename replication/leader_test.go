@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -73,6 +74,7 @@ func runLeaderScript(t *testing.T, sc leaderScript) *LeaderState {
 	if got := s.HighWatermark(); got != sc.initHW {
 		t.Fatalf("initial HW = %d, want %d", got, sc.initHW)
 	}
+	var last *ISRChange // the latest proposal, which "abort" aborts
 	for i, st := range sc.steps {
 		desc := fmt.Sprintf("step %d (%s id=%d off=%d at=%v isr=%v)", i, st.op, st.id, st.off, st.at, st.isr)
 		var changed bool
@@ -87,9 +89,14 @@ func runLeaderScript(t *testing.T, sc leaderScript) *LeaderState {
 		case "apply":
 			s.ApplyPartition(st.isr, st.le, st.pe)
 		case "abort":
-			s.AbortPending()
+			if !s.AbortPending(last) {
+				t.Errorf("%s: AbortPending(%+v) aborted nothing", desc, last)
+			}
 		default:
 			t.Fatalf("%s: unknown op", desc)
+		}
+		if prop != nil {
+			last = cloneISRChange(prop)
 		}
 		if got := s.HighWatermark(); got != st.hw {
 			t.Errorf("%s: HW = %d, want %d", desc, got, st.hw)
@@ -280,6 +287,59 @@ func TestLeaderScripts(t *testing.T) {
 			},
 		},
 		{
+			// Every image change reapplies every hosted partition, so the leader sees its
+			// partition's committed state again at the epochs it already holds. That state is
+			// the one a pending change started from, not an answer to it: the controller may
+			// have committed the change already, so it stays pending and its addition keeps
+			// counting for the HW (the maximal ISR) until a newer partition epoch arrives.
+			name:     "an image at the current epochs keeps a pending expansion",
+			cfg:      LeaderConfig{LocalID: 1, Replicas: lsIDs(1, 2, 3), ISR: lsIDs(1, 2), LeaderEpoch: 4, PartitionEpoch: 6, LagTimeMax: 10 * leaderSec},
+			localEnd: 10, hw: 10, esOff: 10, initHW: 10,
+			steps: []leaderStep{
+				lsFetch(2, 10, 1*leaderSec).want(10, false, nil, lsIDs(1, 2), nil, false),
+				lsFetch(3, 10, 1*leaderSec).want(10, false, lsIDs(1, 2, 3), lsIDs(1, 2), lsIDs(1, 2, 3), true).epochs(4, 6),
+				lsApply(lsIDs(1, 2), 4, 6).want(10, false, nil, lsIDs(1, 2), lsIDs(1, 2, 3), true),
+				lsLocal(30).want(10, false, nil, lsIDs(1, 2), lsIDs(1, 2, 3), true),
+				lsFetch(2, 30, 2*leaderSec).want(10, false, nil, lsIDs(1, 2), lsIDs(1, 2, 3), true),
+				// 3, perhaps in the controller's ISR already, holds the HW at its end.
+				lsFetch(3, 20, 2*leaderSec).want(20, true, nil, lsIDs(1, 2), lsIDs(1, 2, 3), true),
+				lsApply(lsIDs(1, 2), 4, 6).want(20, false, nil, lsIDs(1, 2), lsIDs(1, 2, 3), true),
+				// nothing else is proposed meanwhile.
+				lsTick(30*leaderSec).want(20, false, nil, lsIDs(1, 2), lsIDs(1, 2, 3), true),
+				// the next partition epoch (the controller's answer, or the image) resolves it.
+				lsApply(lsIDs(1, 2, 3), 4, 7).want(20, false, nil, lsIDs(1, 2, 3), nil, false),
+				lsApply(lsIDs(1, 2, 3), 4, 7).want(20, false, nil, lsIDs(1, 2, 3), nil, false),
+				lsFetch(3, 30, 31*leaderSec).want(30, true, nil, lsIDs(1, 2, 3), nil, false),
+			},
+		},
+		{
+			name:     "an image at the current epochs keeps a pending shrink",
+			cfg:      three,
+			localEnd: 50, hw: 50, esOff: 50, initHW: 50,
+			steps: []leaderStep{
+				lsFetch(2, 50, 1*leaderSec).want(50, false, nil, all, nil, false),
+				lsTick(11*leaderSec).want(50, false, lsIDs(1, 2), all, all, true).epochs(5, 7),
+				lsApply(all, 5, 7).want(50, false, nil, all, all, true),
+				// no second proposal while the first may still commit.
+				lsTick(12*leaderSec).want(50, false, nil, all, all, true),
+				lsApply(lsIDs(1, 2), 5, 8).want(50, false, nil, lsIDs(1, 2), nil, false),
+			},
+		},
+		{
+			// A newer partition epoch is the controller's committed state whatever caused it (here
+			// it fenced 2): the pending change was proposed at an older epoch and can no longer
+			// commit, so the committed state replaces it.
+			name:     "a newer partition epoch replaces a pending change",
+			cfg:      LeaderConfig{LocalID: 1, Replicas: lsIDs(1, 2, 3), ISR: lsIDs(1, 2), LeaderEpoch: 4, PartitionEpoch: 6, LagTimeMax: 10 * leaderSec},
+			localEnd: 10, hw: 10, esOff: 10, initHW: 10,
+			steps: []leaderStep{
+				lsFetch(2, 10, 1*leaderSec).want(10, false, nil, lsIDs(1, 2), nil, false),
+				lsFetch(3, 10, 1*leaderSec).want(10, false, lsIDs(1, 2, 3), lsIDs(1, 2), lsIDs(1, 2, 3), true),
+				lsLocal(20).want(10, false, nil, lsIDs(1, 2), lsIDs(1, 2, 3), true),
+				lsApply(lsIDs(1), 4, 7).want(20, false, nil, lsIDs(1), nil, false),
+			},
+		},
+		{
 			name: "unknown follower ids ignored",
 			cfg:  three, localEnd: 10, hw: 0, esOff: 0, initHW: 0,
 			steps: []leaderStep{
@@ -358,11 +418,17 @@ func TestLeaderCopiesAndDefaults(t *testing.T) {
 	if p == nil {
 		t.Fatal("no expansion proposal")
 	}
+	sent := cloneISRChange(p)
 	p.ISR[0] = 77
 	if got := s.MaximalISR(); !slices.Equal(got, lsIDs(1, 2, 3)) {
 		t.Fatalf("MaximalISR aliased with the proposal: %v", got)
 	}
-	s.AbortPending()
+	if s.IsPending(p) || s.AbortPending(p) {
+		t.Fatal("a proposal other than the pending one counts as pending")
+	}
+	if !s.IsPending(sent) || !s.AbortPending(sent) || s.Pending() {
+		t.Fatal("the pending proposal was not aborted")
+	}
 	// LagTimeMax <= 0 means Kafka's 30s default: 2 never fetched since 0s.
 	if p := s.Tick(leaderT0.Add(DefaultLagTimeMax)); p != nil {
 		t.Fatalf("shrink at exactly the default lag: %+v", *p)
@@ -431,7 +497,7 @@ func TestLeaderRandomProperty(t *testing.T) {
 			default:
 				if proposal != nil {
 					if rng.IntN(3) == 0 {
-						s.AbortPending()
+						s.AbortPending(proposal)
 						desc = "abort"
 					} else {
 						pe++
@@ -478,6 +544,108 @@ func TestLeaderRandomProperty(t *testing.T) {
 				}
 			}
 			prevHW = hw
+		}
+	}
+}
+
+// TestLeaderControllerProperty runs LeaderState against a model of the controller and of the
+// broker's AlterPartition sender, and checks the safety invariant behind acks=all after every
+// event: the HW never exceeds the reported end of a replica that is in the controller's ISR, or
+// in a proposal the controller may still commit (no acknowledged record lost when the
+// controller elects any of them). The model's controller commits a proposal made at its current
+// partition epoch, refuses it definitively (INELIGIBLE_REPLICA: the sender aborts it), or
+// answers INVALID_UPDATE_VERSION to one made at an older epoch (the sender stops and leaves it
+// pending); an answer may be lost after the commit (the sender resends; the resend finds the
+// epoch moved). It also shrinks its ISR on its own (fencing), and the leader sees its state
+// again at any time, at the epochs it already holds or newer ones (an image change).
+func TestLeaderControllerProperty(t *testing.T) {
+	for seed := uint64(1); seed <= 300; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 0xc0de))
+		ctlISR := lsIDs(1, 2, 3)
+		if rng.IntN(2) == 0 {
+			ctlISR = lsIDs(1, 2)
+		}
+		ctlPE := int32(1)
+		lag := time.Duration(1+rng.IntN(5)) * leaderSec
+		s := NewLeaderState(LeaderConfig{LocalID: 1, Replicas: lsIDs(1, 2, 3), ISR: ctlISR, LeaderEpoch: 1, PartitionEpoch: ctlPE, LagTimeMax: lag}, 0, 0, 0, leaderT0)
+		localEnd := int64(0)
+		ends := map[int32]int64{}
+		now := leaderT0
+		var sent *ISRChange // the proposal the sender works on; nil once it stopped
+		var history []string
+		for step := 0; step < 500; step++ {
+			now = now.Add(time.Duration(rng.IntN(1200)) * time.Millisecond)
+			var desc string
+			switch r := rng.IntN(16); {
+			case r < 3:
+				localEnd += int64(rng.IntN(20))
+				s.UpdateLocal(localEnd)
+				desc = fmt.Sprintf("local %d", localEnd)
+			case r < 8:
+				id := int32(2 + rng.IntN(2))
+				off := ends[id] + rng.Int64N(localEnd-ends[id]+1)
+				if rng.IntN(3) == 0 {
+					off = ends[id] // an idle or stuck follower
+				}
+				ends[id] = off
+				_, p := s.UpdateFollower(id, off, now)
+				desc = fmt.Sprintf("fetch %d@%d", id, off)
+				if p != nil {
+					sent = p
+					desc += fmt.Sprintf(" -> propose %v@%d", p.ISR, p.PartitionEpoch)
+				}
+			case r < 9:
+				desc = "tick"
+				if p := s.Tick(now); p != nil {
+					sent = p
+					desc += fmt.Sprintf(" -> propose %v@%d", p.ISR, p.PartitionEpoch)
+				}
+			case r < 12:
+				if sent == nil {
+					continue
+				}
+				switch {
+				case sent.PartitionEpoch != ctlPE:
+					desc = fmt.Sprintf("controller: %v@%d INVALID_UPDATE_VERSION (at %d)", sent.ISR, sent.PartitionEpoch, ctlPE)
+					sent = nil
+				case rng.IntN(6) == 0:
+					desc = fmt.Sprintf("controller: %v@%d INELIGIBLE_REPLICA", sent.ISR, sent.PartitionEpoch)
+					s.AbortPending(sent)
+					sent = nil
+				default:
+					ctlISR, ctlPE = slices.Clone(sent.ISR), ctlPE+1
+					desc = fmt.Sprintf("controller: commits %v@%d", ctlISR, ctlPE)
+					if rng.IntN(2) == 0 {
+						s.ApplyPartition(ctlISR, 1, ctlPE)
+						sent = nil
+					} else {
+						desc += ", answer lost"
+					}
+				}
+			case r < 15:
+				desc = fmt.Sprintf("image %v@%d", ctlISR, ctlPE)
+				s.ApplyPartition(ctlISR, 1, ctlPE)
+			default:
+				id := int32(2 + rng.IntN(2))
+				if !slices.Contains(ctlISR, id) {
+					continue
+				}
+				ctlISR = slices.DeleteFunc(slices.Clone(ctlISR), func(v int32) bool { return v == id })
+				ctlPE++
+				desc = fmt.Sprintf("controller fences %d: %v@%d", id, ctlISR, ctlPE)
+			}
+			history = append(history, desc)
+			hw := s.HighWatermark()
+			must := slices.Clone(ctlISR)
+			if sent != nil && sent.PartitionEpoch == ctlPE {
+				must = append(must, sent.ISR...)
+			}
+			for _, id := range must {
+				if id != 1 && hw > ends[id] {
+					t.Fatalf("seed %d step %d: HW %d is past the end %d of replica %d, which the controller has or may commit in its ISR %v@%d (leader's ISR %v, maximal %v)\nhistory (last 15):\n  %s",
+						seed, step, hw, ends[id], id, ctlISR, ctlPE, s.ISR(), s.MaximalISR(), strings.Join(history[max(0, len(history)-15):], "\n  "))
+				}
+			}
 		}
 	}
 }
