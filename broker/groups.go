@@ -329,7 +329,7 @@ func (o offsetsLog) AwaitDurable(upTo int64) error {
 	}
 	timer := time.NewTimer(keyRequestTimeout.Get(o.b.cfg))
 	defer timer.Stop()
-	if err := r.waitCommitted(upTo, epoch, max(o.minISR, 1), timer.C, nil); err != nil {
+	if err := r.waitCommitted(upTo, epoch, r.effectiveMinISR(max(o.minISR, 1)), timer.C, nil); err != nil {
 		return fmt.Errorf("%v: %w", err, kerr.NotCoordinator)
 	}
 	return nil

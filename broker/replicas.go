@@ -495,6 +495,17 @@ func (r *replica) isrSize() int {
 	return len(r.info.ISR)
 }
 
+// effectiveMinISR is min.insync.replicas (configured) capped at the partition's replica count,
+// Kafka's effectiveMinIsr (KAFKA-15583): a min.insync.replicas above the replication factor
+// asks for the whole replica set, not for the impossible. acks=all compares the ISR with it,
+// before the append (NOT_ENOUGH_REPLICAS) and once the high watermark covers the batch
+// (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+func (r *replica) effectiveMinISR(configured int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return max(1, min(configured, len(r.info.Replicas)))
+}
+
 // proposeLocked sends an ISR change to the controller. Requires r.mu.
 func (r *replica) proposeLocked(c *replication.ISRChange) {
 	b := r.rm.b
