@@ -83,10 +83,10 @@ type replica struct {
 
 	// mu guards the role: info, leading, epoch, state and stopWatch (and the leader state's
 	// pending ISR change). Lock order: roleMu, then mu.
-	mu        sync.Mutex
-	info      controller.PartitionInfo
-	leading   bool
-	epoch     int32                    // leader epoch of the current role
+	mu      sync.Mutex
+	info    controller.PartitionInfo
+	leading bool
+	epoch   int32 // leader epoch of the current role
 	// epochStart is the log end offset when this leadership's epoch began (Kafka's
 	// leaderEpochStartOffsetOpt); meaningful while leading. Records below it may have been
 	// committed, and exposed, by an earlier leader: until the high watermark reaches it,
@@ -94,7 +94,7 @@ type replica struct {
 	// OFFSET_NOT_AVAILABLE (offsetsAvailable).
 	epochStart int64
 	state      *replication.LeaderState // leaders of replicated partitions
-	stopWatch chan struct{}
+	stopWatch  chan struct{}
 
 	// Replication throttles (KIP-73), from the topic's leader.replication.throttled.replicas
 	// and follower.replication.throttled.replicas naming this broker's replica (set by
