@@ -81,7 +81,7 @@ type replica struct {
 	// role change for writing, so nothing is appended after this broker stops leading.
 	roleMu sync.RWMutex
 
-	// mu guards the role: info, leading, epoch, state and stopWatch (and the leader state's
+	// mu guards the role: info, leading, epoch, epochStart, state and stopWatch (and the leader state's
 	// pending ISR change). Lock order: roleMu, then mu.
 	mu      sync.Mutex
 	info    controller.PartitionInfo
