@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -82,5 +83,46 @@ func TestListOffsetsBehindEpochStart(t *testing.T) {
 	}
 	if off, err := answer(ask{1_700_000_000_005, -1, 10}); err != nil || off != 5 {
 		t.Errorf("timestamp lookup once caught up: offset %d, err %v; want 5", off, err)
+	}
+}
+
+// TestAcksAllISRShrankAfterAppend: an acks=all append waiting for the high watermark whose ISR
+// shrinks below the effective min.insync.replicas meanwhile (the controller accepted a shrink to
+// the leader alone, which moves the high watermark past the batch) is answered
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND, as Kafka's checkEnoughReplicasReachOffset.
+func TestAcksAllISRShrankAfterAppend(t *testing.T) {
+	cfg, err := NewConfig(map[string]string{"log.dirs": t.TempDir(), "node.id": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := engine.DefaultConfig()
+	lc.FlushIntervalMessages = 1 << 40
+	l, err := engine.OpenLog(engine.OpenOptions{Dir: filepath.Join(t.TempDir(), "t-0"), Topic: "t", Config: lc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	r := &replica{rm: &replicaManager{b: &Broker{cfg: cfg, nodeID: 1}}, tp: engine.TopicPartition{Topic: "t"}, log: l, epoch: -1}
+	r.apply(controller.PartitionInfo{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1})
+	t.Cleanup(func() { r.mu.Lock(); r.resignLocked(); r.mu.Unlock() })
+	info, epoch, err := r.appendAsLeader(record.Build(nil, record.BuildOptions{ProducerID: -1}, []record.Record{{Value: []byte("v")}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	minISR := r.effectiveMinISR(2)
+	done := make(chan error, 1)
+	deadline := make(chan time.Time)
+	go func() { done <- r.waitCommitted(info.LastOffset+1, epoch, minISR, deadline, nil) }()
+	r.mu.Lock()
+	r.state.ApplyPartition([]int32{1}, 1, 2) // the controller's answer to a shrink
+	r.publishHWLocked()
+	r.mu.Unlock()
+	select {
+	case err := <-done:
+		if !errors.Is(err, kerr.NotEnoughReplicasAfterAppend) {
+			t.Fatalf("ISR shrank to 1 below min.insync.replicas 2 after the append: %v, want NOT_ENOUGH_REPLICAS_AFTER_APPEND", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait did not end once the high watermark covered the batch")
 	}
 }
