@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,8 +140,9 @@ func controllerPortSecurity(cfg *Config) (*controller.PortSecurity, error) {
 		if want, ok := bp[id]; !ok || want != ps.Principal {
 			return nil, fmt.Errorf("controller.broker.principals must name this broker (node.id %d) with its own principal on the controller port, %s; it says %q", id, ps.Principal, want)
 		}
-		for _, p := range bp {
-			if !slices.Contains(ps.Allowed, p) {
+		ids := slices.Sorted(maps.Keys(bp)) // in node id order, for a stable start-up log
+		for _, id := range ids {
+			if p := bp[id]; !slices.Contains(ps.Allowed, p) {
 				ps.Allowed = append(ps.Allowed, p)
 			}
 		}
