@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/engine"
 )
 
 // TestProduceMinISROnSingleReplica: acks=all to a partition of one replica whose
@@ -70,8 +72,24 @@ func TestProduceEffectiveMinISR(t *testing.T) {
 		}
 	}
 	waitISR([]int32{1, 2})
+	leading := func() bool {
+		r := brokers[0].rm.get(engine.TopicPartition{Topic: "wide"})
+		if r == nil {
+			return false
+		}
+		_, ok := r.leaderEpoch()
+		return ok
+	}
+	for !leading() { // broker 1 applies the new topic's image
+		select {
+		case <-ctx.Done():
+			t.Fatal("broker 1 never led wide-0")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	p := rawProduce(t, cl, "wide", wireBatch("both in sync"))
-	for p.ErrorCode == kerr.NotLeaderForPartition.Code && ctx.Err() == nil { // broker 1 not yet leading
+	for (p.ErrorCode == kerr.UnknownTopicOrPartition.Code || p.ErrorCode == kerr.NotLeaderForPartition.Code) && ctx.Err() == nil {
+		// The broker the client asked (from its metadata) has not applied the topic yet.
 		time.Sleep(20 * time.Millisecond)
 		p = rawProduce(t, cl, "wide", wireBatch("both in sync"))
 	}
