@@ -15,8 +15,12 @@ package broker
 // request's partitions and the reply's wait wakes once. acks=-1 on a single-replica
 // partition is the same; on a replicated one the reply waits (deferred, not blocking other
 // requests) until the high watermark covers the batch, i.e. every in-sync replica has it on
-// disk, or timeout_ms (REQUEST_TIMED_OUT); with fewer in-sync replicas than min.insync.replicas
-// it is refused before the append (NOT_ENOUGH_REPLICAS). Only the partition's leader appends
+// disk, or timeout_ms (REQUEST_TIMED_OUT). acks=-1 with an ISR smaller than the effective
+// min.insync.replicas is refused before the append (NOT_ENOUGH_REPLICAS); an appended batch
+// whose ISR shrank below it while the reply waited is answered NOT_ENOUGH_REPLICAS_AFTER_APPEND
+// once the high watermark covers it. The effective value is the topic's min.insync.replicas
+// capped at the partition's replica count, as in Kafka 3.7+ (KAFKA-15583, Partition's
+// effectiveMinIsr): a single-replica partition takes acks=-1 whatever min.insync.replicas says. Only the partition's leader appends
 // (NOT_LEADER_OR_FOLLOWER elsewhere). Internal topics (isInternalTopic) are refused with
 // INVALID_TOPIC_EXCEPTION "Cannot append to internal topic", as Kafka's ReplicaManager does, for
 // every client (Kafka exempts the client id "__admin_client", which any client can send); the
@@ -162,14 +166,16 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 					// request's flush round waits behind it (the next append holds again).
 					hold.Release()
 				}
+				// acks=all needs the effective min.insync.replicas (capped at the replica count,
+				// replicas.go) in the ISR before the append.
 				minISR := 1
-				if req.Acks == -1 && rep != nil && !rep.local.Load() {
-					minISR = keyMinInsyncReplicas.Topic(b.cfg, t.Configs)
+				if req.Acks == -1 && rep != nil {
+					minISR = rep.effectiveMinISR(keyMinInsyncReplicas.Topic(b.cfg, t.Configs))
 				}
 				switch {
 				case !leading:
 					err = fmt.Errorf("this broker does not lead %s-%d: %w", t.Name, rp.Partition, kerr.NotLeaderForPartition)
-				case req.Acks == -1 && !rep.local.Load() && rep.isrSize() < minISR:
+				case req.Acks == -1 && rep.isrSize() < minISR:
 					err = fmt.Errorf("ISR of %s-%d has %d replicas, min.insync.replicas is %d: %w", t.Name, rp.Partition, rep.isrSize(), minISR, kerr.NotEnoughReplicas)
 				case req.TransactionID != nil && b.verifyTxnProduce(*req.TransactionID, tp, rep.log, rp.Records, r.Version, &ta, &err):
 					// KIP-890 (txnverify.go): err says why the batch is refused.

@@ -7,7 +7,10 @@ package broker
 // storage), -5 = latest tiered (none: offset -1). Other timestamps return the first record whose
 // timestamp is >= the target: the batch is found through the time index, then its records are
 // walked (a compressed batch is streamed through a bounded record.Reader, never inflated whole).
-// A timestamp after every record answers offset -1 and timestamp -1.
+// A timestamp after every record answers offset -1 and timestamp -1. While a new leader's high
+// watermark is below the start offset of its leader epoch, a consumer's LATEST (and a timestamp
+// lookup that finds nothing below the high watermark) is OFFSET_NOT_AVAILABLE, as in Kafka
+// (leaderListOffset).
 
 import (
 	"fmt"
@@ -44,30 +47,34 @@ func handleListOffsets(b *Broker, r *netio.Request) netio.Reply {
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			var l *engine.Log
+			var rep *replica
 			var roleErr error
 			code := kerr.UnknownTopicOrPartition.Code
 			if ok && rp.Partition >= 0 && rp.Partition < t.Partitions {
 				code = kerr.NotLeaderForPartition.Code
-				if rep := b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition}); rep != nil {
+				if rp := b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition}); rp != nil {
+					rep = rp
+				}
+				if rep != nil {
 					epoch := int32(-1)
 					if r.Version >= 4 {
 						epoch = rp.CurrentLeaderEpoch
 					}
 					if roleErr = rep.checkLeader(epoch); roleErr == nil {
-						l = rep.log
 						sp.LeaderEpoch, _ = rep.leaderEpoch()
+					} else {
+						rep = nil
 					}
 				}
 			}
-			if l == nil {
+			if rep == nil {
 				sp.ErrorCode = code
 				if roleErr != nil {
 					sp.ErrorCode = errorCode(roleErr)
 				}
 				sp.LeaderEpoch = -1
 			} else {
-				off, ts, err := listOffset(l, rp.Timestamp, req.ReplicaID >= 0, req.IsolationLevel == 1)
+				off, ts, err := leaderListOffset(rep, rp.Timestamp, req.ReplicaID, req.IsolationLevel == 1, r.Version)
 				sp.Offset, sp.Timestamp, sp.ErrorCode = off, ts, errorCode(err)
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -75,6 +82,36 @@ func handleListOffsets(b *Broker, r *netio.Request) netio.Reply {
 		resp.Topics = append(resp.Topics, st)
 	}
 	return netio.Reply{Response: resp}
+}
+
+// leaderListOffset answers one partition of a ListOffsets on its leader rep: timestamp ts for
+// replicaID (-1: a consumer; >= 0: a follower, answered up to the log end).
+// A consumer's LATEST, and a timestamp lookup that finds nothing below the high watermark, are
+// OFFSET_NOT_AVAILABLE (LEADER_NOT_AVAILABLE before v5) while the leader's high watermark is
+// below the start offset of its leader epoch (replica.offsetsAvailable), as in Kafka's
+// Partition.fetchOffsetForTimestamp and ReplicaManager.fetchOffset: the answer could be below the
+// high watermark an earlier leader exposed. EARLIEST, EARLIEST_LOCAL and LATEST_TIERED, and a
+// follower's (or the debugging id's) request, are answered as usual.
+func leaderListOffset(rep *replica, ts int64, replicaID int32, readCommitted bool, version int16) (offset, timestamp int64, err error) {
+	lagging := error(nil)
+	if replicaID == -1 {
+		// Checked before the lookup: the high watermark only grows under one leadership, so the
+		// lookup's high watermark is at least the one checked.
+		lagging = rep.offsetsAvailable()
+	}
+	offset, timestamp, err = listOffset(rep.log, ts, replicaID >= 0, readCommitted)
+	if err != nil || lagging == nil {
+		return offset, timestamp, err
+	}
+	switch {
+	case ts == -2 || ts == -4 || ts == -5:
+		return offset, timestamp, nil
+	case ts != -1 && offset >= 0:
+		return offset, timestamp, nil // found below the high watermark
+	case version < 5:
+		return -1, -1, fmt.Errorf("%v: %w", lagging, kerr.LeaderNotAvailable)
+	}
+	return -1, -1, lagging
 }
 
 func listOffset(l *engine.Log, ts int64, replica, readCommitted bool) (offset, timestamp int64, err error) {

@@ -123,7 +123,7 @@ func (b *Broker) appendTxnMarker(t Topic, p int32, producerID int64, producerEpo
 	}
 	minISR := 1
 	if !rep.local.Load() {
-		minISR = keyMinInsyncReplicas.Topic(b.cfg, t.Configs)
+		minISR = rep.effectiveMinISR(keyMinInsyncReplicas.Topic(b.cfg, t.Configs))
 		if rep.isrSize() < minISR {
 			return pendingMarker{}, fmt.Errorf("%s-%d has fewer in-sync replicas than %d: %w", t.Name, p, minISR, kerr.NotEnoughReplicas)
 		}

@@ -2,8 +2,8 @@ package broker
 
 // Cluster tests of the admin part of issue 14 (real weir processes on ports 41000-41099):
 // replacing a controller voter at run time, DescribeQuorum's voters and observers,
-// cluster-wide dynamic broker configs on every broker, the internal topics' replication
-// factor capped at the live brokers.
+// cluster-wide dynamic broker configs on every broker, internal topics waiting for enough
+// brokers for their replication factor.
 
 import (
 	"context"
@@ -334,19 +334,19 @@ func TestClusterDefaultBrokerConfigs(t *testing.T) {
 	check(want)
 }
 
-// TestClusterOffsetsTopicCappedRF: offsets.topic.replication.factor is 3 by default; a
-// cluster of two brokers creates __consumer_offsets with replication factor 2 (capped at the
-// live brokers, with a warning) and a consumer group works.
-func TestClusterOffsetsTopicCappedRF(t *testing.T) {
-	tc := adminCluster(t, 41060, 2, 2, 2, nil)
-	cl := adminClient(t, tc.Nodes()...)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+// TestClusterInternalTopicsWaitForBrokers: offsets.topic.replication.factor is 3 by default; with
+// two of three brokers running, FindCoordinator answers COORDINATOR_NOT_AVAILABLE and
+// __consumer_offsets is not created (Kafka's behaviour, never a topic with fewer replicas than
+// configured); once the third broker registers, the coordinator is found and the topic has 3
+// replicas.
+func TestClusterInternalTopicsWaitForBrokers(t *testing.T) {
+	tc := adminCluster(t, 41060, 3, 2, 2, nil)
+	nodes := tc.Nodes()
+	cl := adminClient(t, nodes[:2]...)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(cl)
-	// The topic takes one replica per broker live when it is first made: ask for a coordinator
-	// only once both brokers are registered and unfenced.
-	// Each broker answers from its own image, and the one asked for the coordinator creates
-	// the topic from its image: wait until both list both.
+	// Each broker answers from its own image: wait until both list both.
 	waitFor(t, 30*time.Second, "both brokers in every broker's metadata", func() (bool, string) {
 		for id := int32(1); id <= 2; id++ {
 			resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl.Broker(int(id)))
@@ -359,6 +359,30 @@ func TestClusterOffsetsTopicCappedRF(t *testing.T) {
 		}
 		return true, ""
 	})
+	for id := 1; id <= 2; id++ {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKeys = []string{"g"}
+		resp, err := req.RequestWith(ctx, cl.Broker(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := resp.Coordinators[0].ErrorCode; code != kerr.CoordinatorNotAvailable.Code {
+			t.Fatalf("broker %d, 2 of 3 brokers up: FindCoordinator %v, want COORDINATOR_NOT_AVAILABLE", id, kerr.ErrorForCode(code))
+		}
+	}
+	if md, err := adm.Metadata(ctx, offsetsTopic); err != nil || md.Topics[offsetsTopic].Err == nil {
+		t.Fatalf("__consumer_offsets exists with 2 of 3 brokers up: %v %+v", err, md.Topics[offsetsTopic])
+	}
+	if out := tc.Output(); !strings.Contains(out, "not creating an internal topic yet") {
+		t.Errorf("no warning about the internal topic waiting for brokers")
+	}
+
+	if err := nodes[2].Spawn(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tc.WaitReady(ctx, nodes[2]); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, 30*time.Second, "a group coordinator", func() (bool, string) {
 		for _, r := range adm.FindGroupCoordinators(ctx, "g") {
 			if r.Err != nil {
@@ -367,7 +391,7 @@ func TestClusterOffsetsTopicCappedRF(t *testing.T) {
 		}
 		return true, ""
 	})
-	waitFor(t, 30*time.Second, "__consumer_offsets with 2 replicas", func() (bool, string) {
+	waitFor(t, 30*time.Second, "__consumer_offsets with 3 replicas", func() (bool, string) {
 		md, err := adm.Metadata(ctx, offsetsTopic)
 		if err != nil {
 			return false, err.Error()
@@ -377,13 +401,10 @@ func TestClusterOffsetsTopicCappedRF(t *testing.T) {
 			return false, fmt.Sprint(td.Err)
 		}
 		for _, p := range td.Partitions {
-			if len(p.Replicas) != 2 {
+			if len(p.Replicas) != 3 {
 				return false, fmt.Sprintf("partition %d replicas %v", p.Partition, p.Replicas)
 			}
 		}
 		return true, ""
 	})
-	if out := tc.Output(); !strings.Contains(out, "fewer replicas than configured") {
-		t.Errorf("no warning about the capped replication factor")
-	}
 }

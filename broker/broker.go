@@ -60,6 +60,13 @@ type Broker struct {
 	// topicMu serializes topic creation and deletion.
 	topicMu sync.Mutex
 
+	// internalRFWarn rate-limits the log of internal topics waiting for enough brokers
+	// (internalrf.go): mu guards last, the time of each topic's last warning.
+	internalRFWarn struct {
+		mu   sync.Mutex
+		last map[string]time.Time
+	}
+
 	// budget bounds the descriptors and mappings of the partitions' segments (budget.go).
 	budget *engine.Budget
 

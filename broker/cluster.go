@@ -48,6 +48,9 @@ func (b *Broker) startController(adv []ListenerSpec) error {
 		if portSec, err = controllerPortSecurity(b.cfg); err != nil {
 			return err
 		}
+		if err := checkControllerExposure(b.cfg, portSec); err != nil {
+			return err
+		}
 		logControllerSecurity(b.cfg, portSec)
 	}
 	var eps []controller.Endpoint

@@ -133,6 +133,29 @@ func (c *testCluster) partitions(adm *kadm.Client, topic string) (map[int32]kadm
 	return td.Partitions, nil
 }
 
+// listEndOffsets lists topic's end offsets, asking again while a partition answers a retriable
+// error: OFFSET_NOT_AVAILABLE from a new leader whose high watermark has not reached the start of
+// its leader epoch yet (02_list_offsets.go), or a leadership moving.
+func listEndOffsets(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) kadm.ListedOffsets {
+	t.Helper()
+	for {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			return ends
+		}
+		if !kerr.IsRetriable(err) || ctx.Err() != nil {
+			t.Fatalf("end offsets of %s: %v", topic, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // waitFor polls cond until it holds.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()

@@ -253,6 +253,8 @@ var (
 	keyConnectionFailedAuthDelay          = msKey("connection.failed.authentication.delay.ms")
 	keyControllerListenerNames            = listKey("controller.listener.names")
 	keySASLMechanismControllerProtocol    = stringKey("sasl.mechanism.controller.protocol")
+	keyControllerBrokerPrincipals         = stringKey("controller.broker.principals")
+	keyControllerNetworkTrusted           = boolKey("controller.network.trusted")
 	keyAuthorizerClassName                = stringKey("authorizer.class.name")
 	keyAuthorizerEnable                   = boolKey("authorizer.enable")
 	keySuperUsers                         = stringKey("super.users")

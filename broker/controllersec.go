@@ -19,19 +19,29 @@ package broker
 //     credentials live in the metadata log, which this port replicates, so they cannot
 //     authenticate the brokers that bootstrap it.
 //
-// Who may use the port: the principals in super.users, and this broker's own principal on the
-// port (its SASL user, or its certificate's subject), which is by construction a broker of this
-// cluster. Kafka's controllers authorize CLUSTER_ACTION through the ACLs, with super users
-// exempt; ACLs live in the metadata log, so at bootstrap only super.users can work, and weir uses
-// it alone. Each broker id is then bound to the principal that registered it
-// (controller/controller.go).
+// Who may use the port: the principals in super.users, this broker's own principal on the port
+// (its SASL user, or its certificate's subject), which is by construction a broker of this
+// cluster, and the brokers' principals of controller.broker.principals. Kafka's controllers
+// authorize CLUSTER_ACTION through the ACLs, with super users exempt; ACLs live in the metadata
+// log, so at bootstrap only configuration can work, and weir uses it alone. With
+// controller.broker.principals each broker id belongs to its configured principal (one
+// principal per broker); without it, to the principal that registered it
+// (controller/requests.go).
+//
+// An unsecured port next to secured clients is refused at start (checkControllerExposure): a
+// cluster with a SASL listener or the authorizer on and a PLAINTEXT controller port starts only
+// with controller.network.trusted=true, since whoever reaches the port rewrites the ACLs and
+// SCRAM credentials both protect.
 
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/weir-mq/weir/controller"
@@ -121,7 +131,96 @@ func controllerPortSecurity(cfg *Config) (*controller.PortSecurity, error) {
 	if err := ps.Validate(); err != nil {
 		return nil, fmt.Errorf("controller listener %s: %w", name, err)
 	}
+	bp, err := parseBrokerPrincipals(keyControllerBrokerPrincipals.Get(cfg))
+	if err != nil {
+		return nil, err
+	}
+	if len(bp) > 0 {
+		id := cfg.NodeID()
+		if want, ok := bp[id]; !ok || want != ps.Principal {
+			return nil, fmt.Errorf("controller.broker.principals must name this broker (node.id %d) with its own principal on the controller port, %s; it says %q", id, ps.Principal, want)
+		}
+		ids := slices.Sorted(maps.Keys(bp)) // in node id order, for a stable start-up log
+		for _, id := range ids {
+			if p := bp[id]; !slices.Contains(ps.Allowed, p) {
+				ps.Allowed = append(ps.Allowed, p)
+			}
+		}
+		ps.BrokerPrincipals = bp
+	}
 	return ps, nil
+}
+
+// parseBrokerPrincipals parses controller.broker.principals: id=principal;id=principal.
+func parseBrokerPrincipals(v string) (map[int32]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	out := map[int32]string{}
+	owner := map[string]int32{}
+	for _, item := range strings.Split(v, ";") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		idText, principal, ok := strings.Cut(item, "=")
+		id, err := strconv.ParseInt(strings.TrimSpace(idText), 10, 32)
+		principal = strings.TrimSpace(principal)
+		switch {
+		case !ok || err != nil || id < 0:
+			return nil, fmt.Errorf("controller.broker.principals: %q: expected <node id>=<principal>, e.g. 1=User:broker-1", item)
+		case !strings.HasPrefix(principal, "User:") || len(principal) == len("User:"):
+			return nil, fmt.Errorf("controller.broker.principals: %q: the principal must be User:<name>", item)
+		}
+		if _, dup := out[int32(id)]; dup {
+			return nil, fmt.Errorf("controller.broker.principals: node id %d is listed twice", id)
+		}
+		if other, dup := owner[principal]; dup {
+			return nil, fmt.Errorf("controller.broker.principals: %s is listed for brokers %d and %d: give each broker its own principal", principal, other, id)
+		}
+		out[int32(id)], owner[principal] = principal, int32(id)
+	}
+	return out, nil
+}
+
+// checkControllerExposure refuses an unsecured controller port (ps nil) on a cluster whose Kafka
+// listeners authenticate clients (SASL) or whose authorizer is on, unless
+// controller.network.trusted says only the brokers reach the port: anyone who can reach it can
+// write the ACLs and SCRAM credentials those protect, delete topics, and read every credential
+// from the metadata log.
+func checkControllerExposure(cfg *Config, ps *controller.PortSecurity) error {
+	if ps != nil {
+		return nil
+	}
+	if keyControllerBrokerPrincipals.Get(cfg) != "" {
+		return errors.New("controller.broker.principals is set but the controller port is not secured: principals are only known on a secured controller listener (controller.listener.names with SSL, SASL_PLAINTEXT or SASL_SSL)")
+	}
+	if keyControllerNetworkTrusted.Get(cfg) {
+		return nil
+	}
+	var why []string
+	if keyAuthorizerClassName.Get(cfg) != "" || keyAuthorizerEnable.Get(cfg) {
+		why = append(why, "the authorizer is on (authorizer.class.name)")
+	}
+	specs, err := cfg.Listeners()
+	if err != nil {
+		return err
+	}
+	protos, err := cfg.protocolMap()
+	if err != nil {
+		return err
+	}
+	for _, s := range specs {
+		if p := protos[s.Name]; p == protoSASLPlaintext || p == protoSASLSSL {
+			why = append(why, fmt.Sprintf("listener %s authenticates clients (%s)", s.Name, p))
+		}
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("refusing to start: %s, but the controller port is unauthenticated (PLAINTEXT): anyone who reaches it can rewrite ACLs and SCRAM credentials and delete topics. "+
+		"Secure it (controller.listener.names, listener.security.protocol.map CONTROLLER:SASL_SSL, listener.name.controller.plain.sasl.jaas.config; docs/security.md \"Controller port\"), "+
+		"or set controller.network.trusted=true if only this cluster's brokers can reach it", strings.Join(why, "; "))
 }
 
 // controllerSASL sets the SASL PLAIN side of the controller port: the accepted users and this
@@ -199,7 +298,13 @@ func logControllerSecurity(cfg *Config, ps *controller.PortSecurity) {
 		slices.Sort(users)
 		attrs = append(attrs, "sasl.users", strings.Join(users, ","))
 	}
+	if ps.BrokerPrincipals != nil {
+		attrs = append(attrs, "controller.broker.principals", keyControllerBrokerPrincipals.Get(cfg))
+	}
 	slog.Info("controller port secured", attrs...)
+	if ps.BrokerPrincipals == nil {
+		slog.Warn("controller.broker.principals is not set: a broker id belongs to the principal that registered it, so brokers sharing one controller principal can act for each other's ids; give each broker its own principal and list them", "listener", name)
+	}
 	if ps.ServerTLS == nil {
 		slog.Warn("the controller listener is SASL_PLAINTEXT: PLAIN passwords and the metadata log (with SCRAM credentials) cross the network in clear; use SASL_SSL", "listener", name)
 	}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/weir-mq/weir/internal/testcluster"
+	"github.com/weir-mq/weir/internal/testcluster/tbcluster"
 	"github.com/weir-mq/weir/netio/testcert"
 )
 
@@ -57,8 +59,21 @@ func ctlFrame(body string) []byte {
 	return append(binary.BigEndian.AppendUint32([]byte{'C'}, uint32(len(body))), body...)
 }
 
-// TestControllerPortSecureCluster: 3 brokers whose controller port is SASL_SSL keep acks=all
-// writes through leader kills; strangers on the port are refused and change nothing.
+// perBrokerControllerJAAS is node id's controller JAAS line on a cluster of n brokers with one
+// principal per broker: its own credentials (broker-<id>) and every broker's, and mallory's, as
+// users the port accepts.
+func perBrokerControllerJAAS(id int32, n int) string {
+	esc := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(ctlPassword)
+	line := fmt.Sprintf(`org.apache.kafka.common.security.plain.PlainLoginModule required username="broker-%d" password="%s-%d"`, id, esc, id)
+	for i := 1; i <= n; i++ {
+		line += fmt.Sprintf(` user_broker-%d="%s-%d"`, i, esc, i)
+	}
+	return line + ` user_mallory="mallory-pw";`
+}
+
+// TestControllerPortSecureCluster: 3 brokers whose controller port is SASL_SSL, each with its
+// own principal (controller.broker.principals), keep acks=all writes through leader kills;
+// strangers on the port are refused and change nothing.
 func TestControllerPortSecureCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a cluster of weir processes")
@@ -68,7 +83,12 @@ func TestControllerPortSecureCluster(t *testing.T) {
 	props["min.insync.replicas"] = "2"
 	props["default.replication.factor"] = "3"
 	props["offsets.topic.replication.factor"] = "3"
-	c := startCluster(t, 3, props)
+	props["group.initial.rebalance.delay.ms"] = "0"
+	props["controller.broker.principals"] = "1=User:broker-1;2=User:broker-2;3=User:broker-3"
+	c := wrapCluster(t, tbcluster.Start(t, testcluster.Config{N: 3, Props: props,
+		NodeProps: func(n *testcluster.Node) map[string]string {
+			return map[string]string{"listener.name.controller.plain.sasl.jaas.config": perBrokerControllerJAAS(n.ID, 3)}
+		}}))
 	out := func() string {
 		var sb strings.Builder
 		for _, n := range c.nodes {
@@ -76,7 +96,8 @@ func TestControllerPortSecureCluster(t *testing.T) {
 		}
 		return sb.String()
 	}
-	if o := out(); !strings.Contains(o, "controller port secured") || strings.Contains(o, "UNAUTHENTICATED") || strings.Contains(o, "secret") {
+	if o := out(); !strings.Contains(o, "controller port secured") || strings.Contains(o, "UNAUTHENTICATED") || strings.Contains(o, "secret") ||
+		strings.Contains(o, "controller.broker.principals is not set") {
 		t.Fatalf("start-up output: no 'controller port secured' line, a warning, or a password:\n%s", tail(o, 30))
 	}
 	adm := kadm.NewClient(c.client())
@@ -93,7 +114,7 @@ func TestControllerPortSecureCluster(t *testing.T) {
 		tc := &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1", Certificates: []tls.Certificate{client.TLS}}
 		probe(t, addr, tc, append([]byte("WCP1\x00\x00\x00"), ctlFrame(del)...), 3)
 		// (b) wrong password: authentication failed (1).
-		probe(t, addr, tc, append(ctlHello("broker", "wrong"), ctlFrame(del)...), 1)
+		probe(t, addr, tc, append(ctlHello("broker-1", "wrong"), ctlFrame(del)...), 1)
 		// (c) a valid user that is no broker nor super user: not authorized (2), for the
 		// controller RPC and for raft alike.
 		probe(t, addr, tc, append(ctlHello("mallory", "mallory-pw"), ctlFrame(del)...), 2)
@@ -178,6 +199,10 @@ func TestControllerPortConfig(t *testing.T) {
 	if ps, err := controllerPortSecurity(base(map[string]string{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})); err != nil || ps != nil {
 		t.Fatalf("PLAINTEXT controller listener: %v %v", ps, err)
 	}
+	ps, err = controllerPortSecurity(base(map[string]string{"controller.broker.principals": " 1=User:broker ; 2=User:b2;3=User:b3"}))
+	if err != nil || len(ps.BrokerPrincipals) != 3 || ps.BrokerPrincipals[2] != "User:b2" || strings.Join(ps.Allowed, ";") != "User:admin;User:broker;User:b2;User:b3" {
+		t.Fatalf("controller.broker.principals: %+v %v", ps, err)
+	}
 	sslOnly := base(map[string]string{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL", "listener.name.controller.ssl.client.auth": "required"})
 	if ps, err := controllerPortSecurity(sslOnly); err != nil || !strings.HasPrefix(ps.Principal, "User:CN=") || ps.PlainUsers != nil {
 		t.Fatalf("SSL controller listener: %+v %v", ps, err)
@@ -195,6 +220,11 @@ func TestControllerPortConfig(t *testing.T) {
 		"unmapped name":           {map[string]string{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"}, "listener.security.protocol.map"},
 		"also a Kafka listener":   {map[string]string{"listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"}, "also in listeners"},
 		"two names":               {map[string]string{"controller.listener.names": "CONTROLLER,OTHER"}, "one listener"},
+		"principals without me":   {map[string]string{"controller.broker.principals": "2=User:b2;3=User:b3"}, "node.id 1"},
+		"my id, other principal":  {map[string]string{"controller.broker.principals": "1=User:b1;2=User:broker"}, "node.id 1"},
+		"one principal, two ids":  {map[string]string{"controller.broker.principals": "1=User:broker;2=User:broker"}, "its own principal"},
+		"malformed principals":    {map[string]string{"controller.broker.principals": "1:User:broker"}, "<node id>=<principal>"},
+		"principal not a user":    {map[string]string{"controller.broker.principals": "1=broker"}, "User:<name>"},
 	} {
 		_, err := controllerPortSecurity(base(tc.over))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -230,10 +230,11 @@ func (b *Broker) ensureOffsetsTopic() (Topic, error) {
 			return t, nil
 		}
 	}
-	if err == nil {
-		b.groups.ready.Store(true)
+	if err != nil {
+		return t, b.internalTopicUnavailable(offsetsTopic, "offsets.topic.replication.factor", b.internalTopicRF(offsetsTopic, "offsets.topic.replication.factor", keyOffsetsTopicReplicationFactor.Get(b.cfg)), err)
 	}
-	return t, err
+	b.groups.ready.Store(true)
+	return t, nil
 }
 
 // clientHost formats a client address as Kafka does (InetAddress.toString: "/1.2.3.4").
@@ -329,7 +330,7 @@ func (o offsetsLog) AwaitDurable(upTo int64) error {
 	}
 	timer := time.NewTimer(keyRequestTimeout.Get(o.b.cfg))
 	defer timer.Stop()
-	if err := r.waitCommitted(upTo, epoch, max(o.minISR, 1), timer.C, nil); err != nil {
+	if err := r.waitCommitted(upTo, epoch, r.effectiveMinISR(max(o.minISR, 1)), timer.C, nil); err != nil {
 		return fmt.Errorf("%v: %w", err, kerr.NotCoordinator)
 	}
 	return nil

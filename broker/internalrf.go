@@ -1,20 +1,29 @@
 package broker
 
-// The replication factor of the internal topics (__consumer_offsets and __transaction_state)
-// when one is first created. Kafka 4 refuses the FindCoordinator (COORDINATOR_NOT_AVAILABLE)
-// until offsets.topic.replication.factor (or transaction.state.log.replication.factor) brokers
-// are alive. weir instead creates the topic with one replica per unfenced broker registered at
-// that moment, at most the configured factor, and logs a warning naming the key: a cluster of
-// fewer brokers than the default 3 (two brokers, or a one-broker quorum) then has working
-// groups and transactions out of the box, where Kafka's answer would leave them unusable
-// until the key is lowered. A single broker (no controller.quorum.voters) uses 1 silently
-// unless the key was set above 1. The replication factor can be raised later by a partition
-// reassignment.
+// The replication factor of the internal topics (__consumer_offsets, __transaction_state and
+// __share_group_state) when one is first created, as in Kafka 4: a cluster creates it with
+// offsets.topic.replication.factor (transaction.state.log.replication.factor,
+// share.coordinator.state.topic.replication.factor) replicas, never fewer. While fewer brokers
+// are registered and unfenced, the controller refuses the creation (INVALID_REPLICATION_FACTOR)
+// and FindCoordinator, and every coordinator API that needs the topic, answer
+// COORDINATOR_NOT_AVAILABLE: clients retry until enough brokers are up. A topic created with
+// fewer replicas would keep that lower durability for good (its replication factor is not
+// raised when the brokers arrive), so a client arriving before the last broker must not decide
+// it. A cluster of fewer brokers than the default 3 sets the keys to its size (weir dev-cluster
+// does). A single broker (no controller.quorum.voters) can never have another replica: it uses
+// replication factor 1, as Kafka's shipped single-node server.properties sets these keys to 1.
 
-import "log/slog"
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
 
 // internalTopicRF returns the replication factor to create internal topic name with, given its
-// configured factor (key names the config key, for the warning).
+// configured factor (key names the config key, for the log).
 func (b *Broker) internalTopicRF(name, key string, configured int) int {
 	if !b.clustered() {
 		if configured > 1 && b.cfgSet(key) {
@@ -22,14 +31,36 @@ func (b *Broker) internalTopicRF(name, key string, configured int) int {
 		}
 		return 1
 	}
-	live := len(b.ctl.Image().UnfencedBrokers())
-	if live >= configured || live == 0 {
-		return configured
-	}
-	slog.Warn("creating an internal topic with fewer replicas than configured: not enough live brokers; start every broker before the first client, or raise the replication factor later with a partition reassignment",
-		"topic", name, key, configured, "live.brokers", live, "replication.factor", live)
-	return live
+	return configured
 }
+
+// internalTopicUnavailable turns a failure to create internal topic name into
+// COORDINATOR_NOT_AVAILABLE, logging (at most once per internalRFWarnEvery per topic) when it is
+// for want of brokers.
+func (b *Broker) internalTopicUnavailable(name, key string, rf int, err error) error {
+	if errors.Is(err, kerr.InvalidReplicationFactor) {
+		now := time.Now()
+		b.internalRFWarn.mu.Lock()
+		last, warned := b.internalRFWarn.last[name]
+		warn := !warned || now.Sub(last) >= internalRFWarnEvery
+		if warn {
+			if b.internalRFWarn.last == nil {
+				b.internalRFWarn.last = map[string]time.Time{}
+			}
+			b.internalRFWarn.last[name] = now
+		}
+		b.internalRFWarn.mu.Unlock()
+		if warn {
+			slog.Warn("not creating an internal topic yet: fewer brokers are registered and unfenced than its replication factor; its coordinator is unavailable until they are (or lower the key to the cluster's size)",
+				"topic", name, key, rf, "live.brokers", len(b.ctl.Image().UnfencedBrokers()), "err", err)
+		}
+	}
+	return fmt.Errorf("creating %s: %v: %w", name, err, kerr.CoordinatorNotAvailable)
+}
+
+// internalRFWarnEvery bounds how often the wait for brokers is logged per internal topic (every
+// FindCoordinator of every client asks again).
+const internalRFWarnEvery = 30 * time.Second
 
 // cfgSet reports whether a broker key was set (statically or dynamically).
 func (b *Broker) cfgSet(key string) bool {

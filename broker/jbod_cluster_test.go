@@ -164,10 +164,7 @@ func checkNothingLost(t *testing.T, c *testCluster, adm *kadm.Client, topic stri
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ends := listEndOffsets(ctx, t, adm, topic)
 	offsets := map[int32]kgo.Offset{}
 	want := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {

@@ -402,7 +402,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 			if minISR < 0 {
 				minISR = b.minISR(t)
 			}
-			if len(pi.ISR) < minISR {
+			if len(pi.ISR) < min(minISR, len(pi.Replicas)) { // effective: capped at the replicas, as Kafka's isUnderMinIsr
 				underMin++
 			}
 		}
@@ -452,7 +452,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descThrottled, float64(ns.Throttled))
 }
 
-// minISR is a topic's effective min.insync.replicas.
+// minISR is a topic's min.insync.replicas (each partition caps it at its replica count).
 func (b *Broker) minISR(t *controller.TopicInfo) int {
 	return keyMinInsyncReplicas.Topic(b.cfg, t.Configs)
 }

@@ -8,7 +8,9 @@ package broker
 //     leader-epoch-checkpoint; with followers (replication factor > 1) a replication.LeaderState
 //     tracks their fetch offsets, proposes ISR changes to the controller and moves the high
 //     watermark (the smallest durable end in the ISR); a single-replica partition's high
-//     watermark follows its own log (engine LocalHighWatermark).
+//     watermark follows its own log (engine LocalHighWatermark). A new leader epoch starts at
+//     the log end (epochStart): until the high watermark reaches it, consumers' ListOffsets
+//     LATEST is OFFSET_NOT_AVAILABLE, since the old leader may have exposed a higher one.
 //   - follower: the partition is fetched from its leader by replication.Fetchers.
 //
 // ISR changes go to the controller through the AlterPartition sender (alterpartition.go); a
@@ -85,14 +87,20 @@ type replica struct {
 	// role change for writing, so nothing is appended after this broker stops leading.
 	roleMu sync.RWMutex
 
-	// mu guards the role: info, leading, epoch, state and stopWatch (and the leader state's
+	// mu guards the role: info, leading, epoch, epochStart, state and stopWatch (and the leader state's
 	// pending ISR change). Lock order: roleMu, then mu.
-	mu        sync.Mutex
-	info      controller.PartitionInfo
-	leading   bool
-	epoch     int32                    // leader epoch of the current role
-	state     *replication.LeaderState // leaders of replicated partitions
-	stopWatch chan struct{}
+	mu      sync.Mutex
+	info    controller.PartitionInfo
+	leading bool
+	epoch   int32 // leader epoch of the current role
+	// epochStart is the log end offset when this leadership's epoch began (Kafka's
+	// leaderEpochStartOffsetOpt); meaningful while leading. Records below it may have been
+	// committed, and exposed, by an earlier leader: until the high watermark reaches it,
+	// the high watermark may be below what consumers were shown, so ListOffsets answers
+	// OFFSET_NOT_AVAILABLE (offsetsAvailable).
+	epochStart int64
+	state      *replication.LeaderState // leaders of replicated partitions
+	stopWatch  chan struct{}
 
 	// Replication throttles (KIP-73), from the topic's leader.replication.throttled.replicas
 	// and follower.replication.throttled.replicas naming this broker's replica (set by
@@ -354,10 +362,14 @@ func (r *replica) apply(info controller.PartitionInfo) {
 		}
 		return
 	}
+	sameEpoch := r.leading && r.epoch == info.LeaderEpoch // the leader state is rebuilt, the epoch goes on
 	r.resignLocked()
 	if err := r.log.BecomeLeader(info.LeaderEpoch); err != nil {
 		slog.Error("becoming leader", "topic", r.tp.Topic, "partition", r.tp.Partition, "err", err)
 		return
+	}
+	if !sameEpoch {
+		r.epochStart = r.log.LogEndOffset() // a new epoch starts here (the same epoch keeps its start)
 	}
 	r.leading, r.epoch = true, info.LeaderEpoch
 	r.rm.gen.Add(1)
@@ -366,7 +378,7 @@ func (r *replica) apply(info controller.PartitionInfo) {
 		r.state = replication.NewLeaderState(replication.LeaderConfig{
 			LocalID: me, Replicas: info.Replicas, ISR: info.ISR, LeaderEpoch: info.LeaderEpoch,
 			PartitionEpoch: info.PartitionEpoch, LagTimeMax: keyReplicaLagTimeMax.Get(r.rm.b.cfg),
-		}, r.localEnd(), l.HighWatermark(), l.LogEndOffset(), time.Now())
+		}, r.localEnd(), l.HighWatermark(), r.epochStart, time.Now())
 		r.stopWatch = make(chan struct{})
 		go r.watchLocal(r.stopWatch)
 	} else {
@@ -484,6 +496,20 @@ func (r *replica) checkLeader(currentEpoch int32) error {
 	return r.checkLeaderLocked(currentEpoch)
 }
 
+// offsetsAvailable returns OFFSET_NOT_AVAILABLE while this leader's high watermark is below the
+// start offset of its leader epoch (Kafka's Partition.fetchOffsetForTimestamp): an earlier
+// leader may have exposed a higher high watermark, and answering this one's would move a
+// consumer's LATEST backwards. It clears once the ISR has the records up to the epoch start.
+func (r *replica) offsetsAvailable() error {
+	r.mu.Lock()
+	start, leading := r.epochStart, r.leading
+	r.mu.Unlock()
+	if hw := r.log.HighWatermark(); leading && hw < start {
+		return fmt.Errorf("the high watermark %d of %s-%d is below the start offset %d of its leader epoch: %w", hw, r.tp.Topic, r.tp.Partition, start, kerr.OffsetNotAvailable)
+	}
+	return nil
+}
+
 // leaderEpoch returns the leader epoch if this broker leads the partition.
 func (r *replica) leaderEpoch() (int32, bool) {
 	r.mu.Lock()
@@ -499,6 +525,17 @@ func (r *replica) isrSize() int {
 		return len(r.state.ISR())
 	}
 	return len(r.info.ISR)
+}
+
+// effectiveMinISR is min.insync.replicas (configured) capped at the partition's replica count,
+// Kafka's effectiveMinIsr (KAFKA-15583): a min.insync.replicas above the replication factor
+// asks for the whole replica set, not for the impossible. acks=all compares the ISR with it,
+// before the append (NOT_ENOUGH_REPLICAS) and once the high watermark covers the batch
+// (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+func (r *replica) effectiveMinISR(configured int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return max(1, min(configured, len(r.info.Replicas)))
 }
 
 // tick runs the ISR shrink check of every led replicated partition.

@@ -52,6 +52,9 @@ func startSecureCluster(t *testing.T, n int, props map[string]string) *secureClu
 		"ssl.ca.location":                caFile,
 		"replica.lag.time.max.ms":        "1500",
 		"replica.fetch.backoff.ms":       "300",
+		// The controller ports stay PLAINTEXT on loopback (TestControllerPortSecureCluster
+		// secures them); with SASL listeners that needs saying so.
+		"controller.network.trusted": "true",
 	}
 	for k, v := range props {
 		extra[k] = v

@@ -139,10 +139,11 @@ func (b *Broker) ensureShareStateTopic() (Topic, error) {
 			return t, nil
 		}
 	}
-	if err == nil {
-		b.shareCoord.ready.Store(true)
+	if err != nil {
+		return t, b.internalTopicUnavailable(shareStateTopic, "share.coordinator.state.topic.replication.factor", rf, err)
 	}
-	return t, err
+	b.shareCoord.ready.Store(true)
+	return t, nil
 }
 
 // shareStore is sharecoord.Store over the broker's logs.

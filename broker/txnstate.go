@@ -223,10 +223,11 @@ func (b *Broker) ensureTxnStateTopic() (Topic, error) {
 			return t, nil
 		}
 	}
-	if err == nil {
-		b.txns.ready.Store(true)
+	if err != nil {
+		return t, b.internalTopicUnavailable(txnStateTopic, "transaction.state.log.replication.factor", rf, err)
 	}
-	return t, err
+	b.txns.ready.Store(true)
+	return t, nil
 }
 
 // txnStore is txncoord.Store over the broker's logs. It never creates the topic: the

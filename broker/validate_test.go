@@ -37,8 +37,8 @@ func validateTestClient(t *testing.T, b *Broker, opts ...kgo.Opt) *kgo.Client {
 }
 
 // v9Client is a client whose requests name topics (Produce v9), for hand-built batches.
-func v9Client(t *testing.T, b *Broker) *kgo.Client {
-	return validateTestClient(t, b, kgo.MaxVersions(kversion.V3_0_0()))
+func v9Client(t *testing.T, b *Broker, opts ...kgo.Opt) *kgo.Client {
+	return validateTestClient(t, b, append([]kgo.Opt{kgo.MaxVersions(kversion.V3_0_0())}, opts...)...)
 }
 
 func createTestTopic(t *testing.T, cl *kgo.Client, name string, configs map[string]*string) {

@@ -52,8 +52,10 @@
 //     (or whose raft port refuses connections and misses heartbeats) is fenced, which elects new
 //     leaders for its partitions from their ISRs (unclean election only where configured), and a
 //     heartbeat from a fenced broker unfences it.
-//   - On a secured port a broker id belongs to the principal that registered it, and a new
-//     incarnation takes it over only once the old one is fenced or its session is over.
+//   - On a secured port a broker id belongs to its principal in PortSecurity.BrokerPrincipals,
+//     always, and a listed principal acts for no other id; an id not listed belongs to the
+//     principal that registered it. A new incarnation takes an id over only once the old one is
+//     fenced or its session is over (and, for a listed id, only as its principal).
 //   - Replica placement (placement.go): partition i's replica j is on broker (start + i + j)
 //     mod n over the sorted unfenced brokers, start chosen at random per topic.
 //     When a broker has a rack (Config.Rack, BrokerInfo.Rack), placement is Kafka's striped

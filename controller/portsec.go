@@ -70,8 +70,15 @@ type PortSecurity struct {
 	// its certificate's subject. A heartbeat this node executes for itself binds its broker id
 	// to this principal.
 	Principal string
-	// Allowed are the principals that may use the port (super.users and Principal).
+	// Allowed are the principals that may use the port (super.users, Principal and the
+	// principals of BrokerPrincipals).
 	Allowed []string
+	// BrokerPrincipals, when set, is the principal of each broker id
+	// (controller.broker.principals). A listed id is registered, heartbeated, shut down, its log
+	// dirs reported and its partitions' ISRs changed only by its principal, from its first
+	// registration on and after it is gone; a listed principal acts for no other id. Without it,
+	// an id belongs to the principal that registered it, until the broker is gone.
+	BrokerPrincipals map[int32]string
 	// CertPrincipal names the principal of a client certificate (netio.CertificatePrincipal).
 	CertPrincipal func(*x509.Certificate) string
 	// FailDelay is connection.failed.authentication.delay.ms: a refused connection is answered

@@ -195,14 +195,18 @@ func (c *Controller) selfPrincipal() string {
 }
 
 // authorizeRequest checks, on a secured port, that principal may ask for req: a broker acts
-// only for the broker id its principal registered (heartbeats are checked in heartbeat).
-// Registrations without a principal (a PLAINTEXT port, or before the port was secured) bind
-// nothing until the broker registers again.
+// only for its own broker id: the id configured for its principal (BrokerPrincipals), else the
+// id its principal registered (heartbeats are checked in heartbeat too). Registrations without
+// a principal (a PLAINTEXT port, or before the port was secured) bind nothing until the broker
+// registers again.
 func (c *Controller) authorizeRequest(img *Image, req *request, principal string) error {
 	if c.cfg.Security == nil {
 		return nil
 	}
 	owns := func(id int32) error {
+		if err := c.configuredOwner(id, principal); err != nil {
+			return err
+		}
 		b, ok := img.Brokers[id]
 		if ok && b.Principal != "" && b.Principal != principal {
 			return kerrf(kerr.ClusterAuthorizationFailed, "broker %d is registered by another principal than %s", id, principal)
@@ -210,11 +214,35 @@ func (c *Controller) authorizeRequest(img *Image, req *request, principal string
 		return nil
 	}
 	switch req.Op {
+	case reqHeartbeat:
+		return c.configuredOwner(req.BrokerID, principal) // the registration's binding: heartbeat
 	case reqControlledStop, reqLogDirsOffline:
 		return owns(req.BrokerID)
 	case reqAlterPartition:
 		if req.AlterPartition != nil {
 			return owns(req.AlterPartition.LeaderID)
+		}
+	}
+	return nil
+}
+
+// configuredOwner checks principal against the configured principals of the brokers
+// (PortSecurity.BrokerPrincipals): a listed id is only its principal's, and a listed principal
+// acts only for its id. Without the list, nothing is refused here.
+func (c *Controller) configuredOwner(id int32, principal string) error {
+	bp := c.cfg.Security.BrokerPrincipals
+	if len(bp) == 0 {
+		return nil
+	}
+	if want, ok := bp[id]; ok {
+		if want != principal {
+			return kerrf(kerr.ClusterAuthorizationFailed, "broker %d is configured for principal %s, not %s (controller.broker.principals)", id, want, principal)
+		}
+		return nil
+	}
+	for other, p := range bp {
+		if p == principal {
+			return kerrf(kerr.ClusterAuthorizationFailed, "principal %s is broker %d's (controller.broker.principals); it may not act for broker %d", principal, other, id)
 		}
 	}
 	return nil

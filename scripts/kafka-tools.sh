@@ -41,6 +41,7 @@
 # The cluster: 3 nodes, each broker and controller voter, default.replication.factor=3,
 # offsets.topic.replication.factor=3, min.insync.replicas=2 (dev-cluster's defaults),
 # group.initial.rebalance.delay.ms=0, and the ACL authorizer on with super.users=User:ANONYMOUS
+# (and controller.network.trusted=true: the controller ports are PLAINTEXT on loopback)
 # (PLAINTEXT clients are User:ANONYMOUS, so every tool may do everything, and AclCommand can
 # add, list and remove ACLs as against a Kafka cluster with StandardAuthorizer).
 #
@@ -166,7 +167,8 @@ if [[ -n "${KT_BOOTSTRAP:-}" ]]; then
 else
 sets=(--set group.initial.rebalance.delay.ms=0
   --set authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
-  --set super.users=User:ANONYMOUS)
+  --set super.users=User:ANONYMOUS
+  --set controller.network.trusted=true) # loopback: only this cluster's nodes dial the controller ports
 for kv in ${KT_CLUSTER_SETS:-}; do sets+=(--set "$kv"); done
 # The default ports lie among the ephemeral ones, where a client connection may hold one: when
 # KT_BASE_PORT was not given and a node cannot bind its port, the cluster is started again 100

@@ -28,8 +28,10 @@ const devClusterUsage = `usage: weir dev-cluster [-n 3] [--dir ./data-cluster] [
 
 Starts n brokers on 127.0.0.1, every one also a controller quorum voter: node i listens on
 base-port+i-1 (controller on controller-base-port+i-1) with data and its log (weir.log) in
-DIR/node-i. Unless --set says otherwise, default.replication.factor and
-offsets.topic.replication.factor are min(3,n) and min.insync.replicas is min(2,n). Ctrl-C
+DIR/node-i. Unless --set says otherwise, default.replication.factor and the internal topics'
+replication factors (offsets.topic.replication.factor,
+transaction.state.log.replication.factor, share.coordinator.state.topic.replication.factor)
+are min(3,n) and min.insync.replicas is min(2,n). Ctrl-C
 (SIGINT) or SIGTERM stops every node with SIGTERM (SIGKILL after --stop-timeout).
 `
 
@@ -193,7 +195,11 @@ func (c *devClusterConfig) nodeProps(i int) map[string]string {
 	props := map[string]string{
 		"default.replication.factor":       rf,
 		"offsets.topic.replication.factor": rf,
-		"min.insync.replicas":              strconv.Itoa(min(2, c.n)),
+		// A cluster creates its internal topics with exactly these factors, waiting for as many
+		// brokers (broker/internalrf.go): they must not exceed n.
+		"transaction.state.log.replication.factor":         rf,
+		"share.coordinator.state.topic.replication.factor": rf,
+		"min.insync.replicas":                              strconv.Itoa(min(2, c.n)),
 	}
 	if c.metricsBasePort > 0 {
 		props["metrics.listener"] = net.JoinHostPort("127.0.0.1", strconv.Itoa(c.metricsBasePort+i-1))

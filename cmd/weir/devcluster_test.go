@@ -40,7 +40,9 @@ func TestDevClusterNodeArgs(t *testing.T) {
 		" --set metrics.listener=127.0.0.1:9645" +
 		" --set min.insync.replicas=1" +
 		" --set node.id=2" +
-		" --set offsets.topic.replication.factor=3"
+		" --set offsets.topic.replication.factor=3" +
+		" --set share.coordinator.state.topic.replication.factor=3" +
+		" --set transaction.state.log.replication.factor=3"
 	if got != want {
 		t.Fatalf("node 2 args:\n got %s\nwant %s", got, want)
 	}
@@ -60,6 +62,8 @@ func TestDevClusterNodeArgs(t *testing.T) {
 		for i := 1; i <= tc.n; i++ {
 			p := c.nodeProps(i)
 			if p["default.replication.factor"] != strconv.Itoa(tc.rf) || p["offsets.topic.replication.factor"] != strconv.Itoa(tc.rf) ||
+				p["transaction.state.log.replication.factor"] != strconv.Itoa(tc.rf) ||
+				p["share.coordinator.state.topic.replication.factor"] != strconv.Itoa(tc.rf) ||
 				p["min.insync.replicas"] != strconv.Itoa(tc.misr) {
 				t.Errorf("n=%d node %d: %v", tc.n, i, p)
 			}
