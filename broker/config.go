@@ -401,7 +401,8 @@ func (c *Config) LogConfig(overrides map[string]string) engine.Config {
 
 		// The broker's wall clock (internal/clock): LogAppendTime, retention, time rolls,
 		// producer-id expiry, compaction lags, timestamp bounds, marker timestamps.
-		Now: clock.Now,
+		Now:      clock.Now,
+		Nanotime: clock.Nanotime,
 	}
 }
 
