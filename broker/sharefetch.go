@@ -262,7 +262,7 @@ func (s *shareLeaderState) dropShareParts(topic string, topicID [16]byte, partit
 // connection closes.
 func (b *Broker) sweepShareSessions(ctx context.Context) {
 	s := b.shares()
-	now := time.Now().UnixNano()
+	now := clock.Nanotime()
 	last := s.lastSweep.Load()
 	if now-last < int64(time.Second) || !s.lastSweep.CompareAndSwap(last, now) {
 		return

@@ -102,7 +102,7 @@ type Config struct {
 	MessageTimestampAfterMaxMs int64
 	// Now is the wall clock (the broker passes internal/clock.Now; tests inject one): LogAppendTime,
 	// retention, time rolls, producer-id expiry, compaction lags, timestamp bounds, marker
-	// timestamps. Nil means time.Now.
+	// timestamps. Nil means internal/clock.Now.
 	Now func() time.Time
 	// Nanotime is the monotonic clock in nanoseconds (the broker passes internal/clock.Nanotime),
 	// never moved by a wall-clock step: it keeps a producer that is writing from expiring when
@@ -194,7 +194,7 @@ func (c *Config) now() time.Time {
 	if c.Now != nil {
 		return c.Now()
 	}
-	return time.Now()
+	return clock.Now()
 }
 
 func (c *Config) nanotime() int64 {

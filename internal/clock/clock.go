@@ -20,10 +20,15 @@ func Now() time.Time {
 // NowMs is Now in unix milliseconds (Kafka's Time.milliseconds()).
 func NowMs() int64 { return Now().UnixMilli() }
 
-// Nanotime is the process's monotonic clock: nanoseconds since package initialisation, never
-// moved by a wall-clock step nor by the fault control (Kafka's Time.nanoseconds()). For
-// elapsed-time measurements kept as integers (rate limits, intervals, idle times).
-func Nanotime() int64 { return int64(time.Since(start)) }
+// Nanotime is the process's monotonic clock in nanoseconds, never moved by a wall-clock step
+// nor by the fault control (Kafka's Time.nanoseconds()). For elapsed-time measurements kept as
+// integers (rate limits, intervals, idle times, deadlines). Its origin is arbitrary but far
+// from zero (NanotimeOrigin at package initialisation), so a zero field can mean "never" and
+// "now - 0" exceeds any interval, as it did with wall-clock Unix readings.
+func Nanotime() int64 { return NanotimeOrigin + int64(time.Since(start)) }
+
+// NanotimeOrigin is Nanotime's reading at package initialisation (about 13 days).
+const NanotimeOrigin = int64(1) << 50
 
 // Offset is the wall clock's current offset from the system's wall clock.
 func Offset() time.Duration { return time.Duration(offset.Nanos.Load()) }
