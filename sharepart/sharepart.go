@@ -16,7 +16,9 @@
 // the window may pass the limit by one batch).
 //
 // Goroutines: none of its own; a Partition arms one time.Timer (AfterFunc) for its earliest
-// lock deadline, and the timer's goroutine expires locks. Invariants: every field of a
+// lock deadline, and the timer's goroutine expires locks. Lock deadlines are on the monotonic
+// clock by default (Options.Now), so a step of the wall clock neither breaks nor stretches a
+// lock. Invariants: every field of a
 // Partition is guarded by its mu; state that must survive a failover (acknowledgements,
 // releases, archives, expired locks, start moves) is written to the persister before the
 // operation that changed it returns, and restored in memory when the write fails; a closed
