@@ -18,6 +18,7 @@ import (
 
 	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/internal/faultctl"
 	"github.com/weir-mq/weir/netio"
 	"github.com/weir-mq/weir/replication"
@@ -447,7 +448,7 @@ func loadMetaProperties(dirs []string, nodeID int32, configured string) (string,
 		var raw [16]byte
 		_, _ = rand.Read(raw[:])
 		s := fmt.Sprintf("#\n#%s\ncluster.id=%s\ndirectory.id=%s\nnode.id=%d\nversion=1\n",
-			time.Now().UTC().Format(time.UnixDate), clusterID, base64.RawURLEncoding.EncodeToString(raw[:]), nodeID)
+			clock.Now().UTC().Format(time.UnixDate), clusterID, base64.RawURLEncoding.EncodeToString(raw[:]), nodeID)
 		// Atomically (temp file, fsync, rename, directory fsync): a crash never leaves a
 		// truncated meta.properties that would stop the next start.
 		if err := vfs.WriteFileAtomic(faultctl.FS(vfs.OS), m.path, []byte(s)); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/internal/clock"
 )
 
 // Config is the broker configuration: server.properties keys (Kafka's names) with their
@@ -397,6 +398,11 @@ func (c *Config) LogConfig(overrides map[string]string) engine.Config {
 		CheckTimestamps:             true,
 		MessageTimestampBeforeMaxMs: keyMessageTimestampBeforeMaxMs.Topic(c, overrides),
 		MessageTimestampAfterMaxMs:  keyMessageTimestampAfterMaxMs.Topic(c, overrides),
+
+		// The broker's wall clock (internal/clock): LogAppendTime, retention, time rolls,
+		// producer-id expiry, compaction lags, timestamp bounds, marker timestamps.
+		Now:      clock.Now,
+		Nanotime: clock.Nanotime,
 	}
 }
 

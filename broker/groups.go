@@ -23,6 +23,7 @@ import (
 	"github.com/weir-mq/weir/coordinator"
 	"github.com/weir-mq/weir/coordinator/assignor"
 	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/record"
 	"github.com/weir-mq/weir/sharestate"
 )
@@ -153,6 +154,7 @@ func (b *Broker) openGroups() error {
 		ConsumerRegexRefreshInterval: cc.regexRefresh,
 		MigrationPolicy:              cc.migration,
 		Store:                        &offsetsStore{b: b},
+		Wall:                         clock.Now, // written timestamps; deadlines stay monotonic
 		InitialRebalanceDelay:        keyGroupInitialRebalanceDelay.Get(b.cfg),
 		MinSessionTimeout:            keyGroupMinSessionTimeout.Get(b.cfg),
 		MaxSessionTimeout:            keyGroupMaxSessionTimeout.Get(b.cfg),

@@ -44,6 +44,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/controller"
+	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/netio"
 )
 
@@ -335,7 +336,7 @@ func (s *quotaState) sensor(k sensorKey) *quotaSensor {
 		return q
 	}
 	if len(s.sensors) >= maxQuotaSensors {
-		idle := time.Now().UnixMilli() - 2*int64(s.windowNum)*s.windowMs
+		idle := monoMs() - 2*int64(s.windowNum)*s.windowMs
 		for key, q := range s.sensors {
 			if q.lastUse.Load() < idle {
 				delete(s.sensors, key)
@@ -365,7 +366,7 @@ type quotaSensor struct {
 	filled bool
 
 	// Metrics: throttleMsTotal is the throttle time given; valueTotal what was recorded (bytes,
-	// or partitions mutated); lastUse the last record, unix ms.
+	// or partitions mutated); lastUse the last record (monoMs).
 	throttleMsTotal atomic.Int64
 	throttled       atomic.Int64
 	valueTotal      atomic.Int64
@@ -442,9 +443,16 @@ func (q *quotaSensor) windowSizeLocked(nowMs int64) int64 {
 	return max(total, 1)
 }
 
+// monoMs is the quota windows' clock: milliseconds on the monotonic clock (clock.Nanotime).
+// Kafka's quota sensors read the wall clock; a backward wall-clock step would keep their
+// current window open for the length of the step and the rate, summed over an ever longer
+// window, would throttle without end. The windows are in memory only, so the monotonic clock
+// serves.
+func monoMs() int64 { return clock.Nanotime() / int64(time.Millisecond) }
+
 // recordThrottle records a value and returns the throttle, counting both for the metrics.
 func (q *quotaSensor) recordThrottle(value float64, bound float64) int64 {
-	ms := q.record(value, time.Now().UnixMilli(), bound, true)
+	ms := q.record(value, monoMs(), bound, true)
 	q.valueTotal.Add(int64(value))
 	if ms > 0 {
 		q.throttleMsTotal.Add(ms)
@@ -456,7 +464,7 @@ func (q *quotaSensor) recordThrottle(value float64, bound float64) int64 {
 // unrecord takes value back out (a throttled fetch answers no records; Kafka's
 // unrecordQuotaSensor).
 func (q *quotaSensor) unrecord(value float64) {
-	q.record(-value, time.Now().UnixMilli(), 0, false)
+	q.record(-value, monoMs(), 0, false)
 	q.valueTotal.Add(-int64(value))
 }
 
@@ -475,7 +483,7 @@ func (q *quotaSensor) bucketLocked(nowMs int64, rate float64) float64 {
 func (q *quotaSensor) mutationThrottle(rate float64) int64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	tok := q.bucketLocked(time.Now().UnixMilli(), rate)
+	tok := q.bucketLocked(monoMs(), rate)
 	if tok >= 0 {
 		return 0
 	}
@@ -484,9 +492,9 @@ func (q *quotaSensor) mutationThrottle(rate float64) int64 {
 
 // recordMutations takes n partitions from the bucket.
 func (q *quotaSensor) recordMutations(n int, rate float64) {
-	q.lastUse.Store(time.Now().UnixMilli())
+	q.lastUse.Store(monoMs())
 	q.mu.Lock()
-	q.bucketLocked(time.Now().UnixMilli(), rate)
+	q.bucketLocked(monoMs(), rate)
 	q.tokens -= float64(n)
 	q.mu.Unlock()
 	q.valueTotal.Add(int64(n))
@@ -579,7 +587,7 @@ func (b *Broker) handleWithRequestQuota(d apiDef, r *netio.Request) netio.Reply 
 	start := time.Now()
 	rep := d.handle(b, r)
 	pct := float64(time.Since(start).Nanoseconds()) * 100 / 1e9
-	ms := q.record(pct, time.Now().UnixMilli(), bound, true)
+	ms := q.record(pct, monoMs(), bound, true)
 	if ms > 0 {
 		q.throttleMsTotal.Add(ms)
 		q.throttled.Add(1)

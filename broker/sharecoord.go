@@ -35,6 +35,7 @@ import (
 
 	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/sharecoord"
 	"github.com/weir-mq/weir/sharestate"
 )
@@ -65,6 +66,7 @@ func (b *Broker) openShareCoord() error {
 	}
 	c, err := sharecoord.New(sharecoord.Config{
 		Store:              &shareStore{b: b},
+		Now:                clock.Now, // CreateTimestamp, WriteTimestamp, batch timestamps
 		Logger:             slog.Default().With("component", "sharecoord"),
 		UpdatesPerSnapshot: upd,
 		PartitionExists: func(id [16]byte, p int32) bool {

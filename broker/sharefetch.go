@@ -28,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/netio"
 	"github.com/weir-mq/weir/record"
 	"github.com/weir-mq/weir/sharepart"
@@ -127,7 +128,7 @@ func (b *Broker) shareStartOffset(group string, l *engine.Log) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("share.auto.offset.reset %q of group %s: %w", v, group, kerr.InvalidConfig)
 		}
-		off, _, err := l.OffsetForTimestamp(time.Now().Add(-d).UnixMilli())
+		off, _, err := l.OffsetForTimestamp(clock.Now().Add(-d).UnixMilli())
 		if err != nil {
 			return 0, err
 		}
@@ -261,7 +262,7 @@ func (s *shareLeaderState) dropShareParts(topic string, topicID [16]byte, partit
 // connection closes.
 func (b *Broker) sweepShareSessions(ctx context.Context) {
 	s := b.shares()
-	now := time.Now().UnixNano()
+	now := clock.Nanotime()
 	last := s.lastSweep.Load()
 	if now-last < int64(time.Second) || !s.lastSweep.CompareAndSwap(last, now) {
 		return

@@ -43,6 +43,7 @@ import (
 
 	"github.com/weir-mq/weir/controller"
 	"github.com/weir-mq/weir/engine"
+	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/record"
 	"github.com/weir-mq/weir/replication"
 	"github.com/weir-mq/weir/txncoord"
@@ -114,6 +115,7 @@ func (b *Broker) openTxns() error {
 	tv := int16(keyTxnVersion.Get(b.cfg))
 	c, err := txncoord.New(txncoord.Config{
 		Store:                 &txnStore{b: b},
+		Clock:                 wallClock{}, // transaction timeouts and id expiry: wall time, as Kafka
 		IDs:                   txnProducerIDs{b: b},
 		Markers:               &txnMarkers{b: b},
 		Logger:                slog.Default().With("component", "txncoord"),
@@ -585,3 +587,10 @@ func kerrFor(code int16) *kerr.Error {
 	}
 	return kerr.UnknownServerError
 }
+
+// wallClock is txncoord's clock: the broker's wall clock (internal/clock). Transaction timeouts
+// and transactional-id expiry compare it with timestamps stored in __transaction_state, as
+// Kafka's TransactionStateManager uses Time.milliseconds().
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return clock.Now() }

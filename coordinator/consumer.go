@@ -728,7 +728,7 @@ func (g *group) cgResolveRegexes(members []*cgMember, canDescribe func(string) b
 	if !resolve || len(used) == 0 {
 		return recs, changed, false
 	}
-	now := g.now()
+	now := g.wall() // compared with, and written as, stored regex timestamps
 	due := cg.regexStale
 	for re := range used {
 		if cg.regexes[re] == nil {

@@ -20,8 +20,14 @@ import (
 // noted.
 type Config struct {
 	Store Store
-	// Clock is the time source (nil: the wall clock). Tests inject a fake one.
+	// Clock is the time source of deadlines and timers (nil: Go's time.Now, whose Sub and
+	// After use the monotonic clock, as Kafka's timers do). Tests inject a fake one.
 	Clock Clock
+	// Wall is the wall clock of the timestamps the coordinator writes or compares with written
+	// ones: commit timestamps and offsets retention, currentStateTimestamp, regex refresh
+	// timestamps, batch timestamps (Kafka's Time.milliseconds()). Nil: Clock.Now. The broker
+	// passes internal/clock.Now.
+	Wall func() time.Time
 	// InitialRebalanceDelay is group.initial.rebalance.delay.ms (0 is honoured: no delay).
 	InitialRebalanceDelay time.Duration
 	// MinSessionTimeout and MaxSessionTimeout are group.min/max.session.timeout.ms.
@@ -128,6 +134,9 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
+	}
+	if cfg.Wall == nil {
+		cfg.Wall = cfg.Clock.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -713,7 +722,7 @@ func (c *Coordinator) DeleteOffsets(groupID string, parts []TopicPartition) (*ke
 // ExpireOffsets runs one offset-expiry pass over every group (offsets.retention.minutes), and
 // removes empty groups left with no offsets.
 func (c *Coordinator) ExpireOffsets() {
-	now := c.clock.Now()
+	now := c.cfg.Wall()
 	for _, g := range c.allGroups() {
 		g.do(func() { g.expire(now) })
 	}

@@ -27,6 +27,15 @@
 // and the group re-checks its deadlines against the clock, so stale firings are harmless. The
 // Clock is injectable: tests drive the state machine with a fake one.
 //
+// Two clocks: deadlines and timers (sessions, rebalance, join and sync phases, pending members,
+// share-group sessions) use Config.Clock, Go's time.Now by default, whose comparisons use the
+// monotonic clock, so a wall-clock step neither expires every member nor freezes expiry (Kafka's
+// timers run on a monotonic clock too). Timestamps written to __consumer_offsets or compared with
+// written ones (commit and expire timestamps, offsets retention, currentStateTimestamp, regex
+// refresh timestamps, batch timestamps) use Config.Wall, the broker's internal/clock.Now, as
+// Kafka uses Time.milliseconds(): a forward step of the wall clock can expire offsets early
+// (Kafka's behaviour), a backward one delays their expiry; neither moves a committed offset back.
+//
 // # State machine (Kafka's ClassicGroup, rule for rule)
 //
 // Empty -> PreparingRebalance -> CompletingRebalance -> Stable, and Dead once deleted or expired.

@@ -130,7 +130,7 @@ func newGroup(c *Coordinator, id string, p int32) *group {
 		resigned:    make(chan struct{}),
 		state:       Empty,
 		prevState:   Dead,
-		stateSince:  c.clock.Now(),
+		stateSince:  c.cfg.Wall(),
 		members:     map[string]*member{},
 		static:      map[string]string{},
 		pending:     map[string]time.Time{},
@@ -191,11 +191,15 @@ func (g *group) post(f func()) {
 	}
 }
 
+// now is the clock of deadlines and timers (Config.Clock).
 func (g *group) now() time.Time { return g.c.clock.Now() }
+
+// wall is the wall clock of written timestamps (Config.Wall).
+func (g *group) wall() time.Time { return g.c.cfg.Wall() }
 
 func (g *group) transition(s State) {
 	g.prevState, g.state = g.state, s
-	g.stateSince = g.now()
+	g.stateSince = g.wall()
 	g.c.stats.transition(s) // metrics (metrics.go)
 }
 

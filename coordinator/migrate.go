@@ -663,7 +663,7 @@ func (g *group) cgToClassicGroup(leaving []*cgMember, rebalance bool) (durableMa
 	}
 	v := &groupValue{
 		ProtocolType: "consumer", Generation: cg.epoch, Protocol: nonEmptyPtr(protocol), Leader: nonEmptyPtr(order[0].id),
-		CurrentStateTimestamp: now.UnixMilli(),
+		CurrentStateTimestamp: g.wall().UnixMilli(),
 	}
 	for _, nm := range order {
 		v.Members = append(v.Members, memberValue{

@@ -21,7 +21,7 @@ func (g *group) appendRecords(recs []kv) (durableMark, error) {
 		}
 		g.olog = l
 	}
-	next, err := g.olog.Append(buildBatch(g.now().UnixMilli(), recs))
+	next, err := g.olog.Append(buildBatch(g.wall().UnixMilli(), recs))
 	if err != nil {
 		if !tooLarge(err) {
 			g.olog = nil // look the partition up again next time (it may have been re-created)
@@ -134,7 +134,7 @@ func (g *group) commit(req *CommitRequest, errs []*kerr.Error) durableMark {
 		}
 		return durableMark{}
 	}
-	now := g.now().UnixMilli()
+	now := g.wall().UnixMilli()
 	expire := int64(-1)
 	if req.RetentionMs >= 0 {
 		expire = now + req.RetentionMs

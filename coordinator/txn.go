@@ -238,7 +238,7 @@ func (g *group) appendTxnRecords(pid int64, epoch int16, recs []kv) (durableMark
 	if !ok {
 		return durableMark{}, 0, errNoTxnAppend
 	}
-	next, err := ta.AppendTxn(buildTxnBatch(g.now().UnixMilli(), pid, epoch, recs))
+	next, err := ta.AppendTxn(buildTxnBatch(g.wall().UnixMilli(), pid, epoch, recs))
 	if err != nil {
 		if !tooLarge(err) {
 			g.olog = nil
@@ -268,7 +268,7 @@ func (g *group) txnCommit(req *TxnCommitRequest, errs []*kerr.Error) durableMark
 		// a store without that check cannot mix two epochs in one pending transaction.
 		return fail(kerr.InvalidProducerEpoch)
 	}
-	now := g.now().UnixMilli()
+	now := g.wall().UnixMilli()
 	recs := make([]kv, 0, len(req.Partitions))
 	vals := make([]offsetValue, 0, len(req.Partitions))
 	idx := make([]int, 0, len(req.Partitions))

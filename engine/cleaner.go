@@ -115,7 +115,7 @@ type cleanState struct {
 	cleanedTo atomic.Int64
 	// truncations counts TruncateTo calls: a cleaning that started under another count gives up.
 	truncations atomic.Int64
-	// uncleanableUntil (unix ms): after a cleaning error other than a storage error the
+	// uncleanableUntil (Config.Nanotime, monotonic ns): after a cleaning error other than a storage error the
 	// Manager's cleaner leaves the log alone until then.
 	uncleanableUntil atomic.Int64
 }

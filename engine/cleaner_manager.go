@@ -118,8 +118,10 @@ func (m *Manager) cleanDirtiest(c *Cleaner) (cleaned bool, err error) {
 	case errors.Is(err, errCleanAborted):
 		return false, nil
 	case err != nil && l.logDir.Err() == nil:
-		until := l.config().now().Add(uncleanableBackoffFactor * m.cfg.CleanerBackoff)
-		l.clean.uncleanableUntil.Store(until.UnixMilli())
+		cfg := l.config()
+		backoff := uncleanableBackoffFactor * m.cfg.CleanerBackoff
+		until := cfg.now().Add(backoff)
+		l.clean.uncleanableUntil.Store(cfg.nanotime() + int64(backoff))
 		return false, fmt.Errorf("clean %s (skipped until %s): %w", tp, until.Format(time.RFC3339), err)
 	case err != nil:
 		return false, fmt.Errorf("clean %s: %w", tp, err)
@@ -140,7 +142,7 @@ func (m *Manager) pickDirtiest() (*Log, TopicPartition) {
 	for tp, l := range m.Logs() {
 		cfg := l.config()
 		now := cfg.now()
-		if !cfg.PolicyCompact() || l.logDir.Err() != nil || l.clean.uncleanableUntil.Load() > now.UnixMilli() {
+		if !cfg.PolicyCompact() || l.logDir.Err() != nil || l.clean.uncleanableUntil.Load() > cfg.nanotime() {
 			continue
 		}
 		m.cleaner.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/record"
 	"github.com/weir-mq/weir/segment"
 )
@@ -99,8 +100,15 @@ type Config struct {
 	// segment with it (retention deletes the oldest segments first and stops at the first one
 	// it keeps, as Kafka does). Negative means unbounded.
 	MessageTimestampAfterMaxMs int64
-	// Now is the clock (tests inject one). Nil means time.Now.
+	// Now is the wall clock (the broker passes internal/clock.Now; tests inject one): LogAppendTime,
+	// retention, time rolls, producer-id expiry, compaction lags, timestamp bounds, marker
+	// timestamps. Nil means internal/clock.Now.
 	Now func() time.Time
+	// Nanotime is the monotonic clock in nanoseconds (the broker passes internal/clock.Nanotime),
+	// never moved by a wall-clock step: it keeps a producer that is writing from expiring when
+	// the wall clock jumps ahead. Nil: Now's UnixNano when Now is set (so a test's fake clock
+	// drives both), else internal/clock.Nanotime.
+	Nanotime func() int64
 	// Observer receives fsync measurements. Nil disables.
 	Observer Observer
 }
@@ -186,7 +194,17 @@ func (c *Config) now() time.Time {
 	if c.Now != nil {
 		return c.Now()
 	}
-	return time.Now()
+	return clock.Now()
+}
+
+func (c *Config) nanotime() int64 {
+	switch {
+	case c.Nanotime != nil:
+		return c.Nanotime()
+	case c.Now != nil:
+		return c.Now().UnixNano()
+	}
+	return clock.Nanotime()
 }
 
 func (c *Config) segmentConfig() segment.Config {

@@ -50,6 +50,16 @@
 // retention stops there; message.timestamp.after.max.ms (checked by Append) keeps such records
 // out, and retention.bytes is not affected.
 //
+// Clocks (Config.Now, Config.Nanotime; the broker passes internal/clock's): every rule that
+// compares with a stored timestamp (LogAppendTime, retention, time rolls, compaction lags, the
+// delete horizon, producer-id expiry, timestamp bounds) reads the wall clock, as Kafka's
+// Time.milliseconds(); a segment's largest timestamp and the time index keep the largest
+// timestamp so far, so a backward step of the wall clock leaves them monotonic. Producer-id
+// expiry also asks the monotonic clock: a producer that appended in this process less than
+// producer.id.expiration.ms ago is kept whatever the wall clock says (a forward step would
+// otherwise forget a producer that is writing, and its retried batch would be stored twice). The
+// cleaner's backoff after a failed clean is on the monotonic clock.
+//
 // Compaction (cleanup.policy includes compact; cleaner.go, cleaner_swap.go): a Cleaner rewrites
 // the sealed segments below the high watermark and the recovery point, keeping the latest record
 // of each key (an offset map with a fixed memory bound over the dirty section, the part after the

@@ -171,7 +171,7 @@ func (l *Log) loadProducerState() error {
 	defer func() {
 		l.replaying = false
 		cfg := l.config()
-		ps.expire(cfg.now().UnixMilli(), cfg.ProducerIDExpirationMs)
+		ps.expire(cfg.now().UnixMilli(), cfg.nanotime(), cfg.ProducerIDExpirationMs)
 		l.publishTxnViewLocked()
 	}()
 	if from >= l.nextOffset {

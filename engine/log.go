@@ -153,6 +153,9 @@ func (l *Log) SetConfig(c Config) {
 	if c.Now == nil {
 		c.Now = old.Now
 	}
+	if c.Nanotime == nil {
+		c.Nanotime = old.Nanotime
+	}
 	if c.Observer == nil {
 		c.Observer = old.Observer
 	}
@@ -244,7 +247,7 @@ func (l *Log) append(batch []byte, guard VerificationGuard) (AppendInfo, error) 
 	newEpoch := false
 	if err == nil {
 		txns := len(l.producers.txns)
-		l.producers.update(&h)
+		l.producers.update(&h, l.config().nanotime())
 		if len(l.producers.txns) != txns { // a transaction began
 			l.publishTxnsLocked()
 		}
@@ -457,13 +460,13 @@ func (l *Log) reserveSegmentLocked() error {
 // returns how many it forgot. A later batch of a forgotten producer is accepted at any sequence.
 func (l *Log) RemoveExpiredProducers() int {
 	cfg := l.config()
-	now := cfg.now().UnixMilli()
+	now, nowNanos := cfg.now().UnixMilli(), cfg.nanotime()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return 0
 	}
-	return l.producers.expire(now, cfg.ProducerIDExpirationMs)
+	return l.producers.expire(now, nowNanos, cfg.ProducerIDExpirationMs)
 }
 
 // Roll forces a roll if the active segment holds data.

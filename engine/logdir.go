@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/vfs"
 )
 
@@ -70,7 +71,7 @@ func (d *LogDir) Fail(cause error) error {
 // stays online.
 func (d *LogDir) Refuse(cause error) error {
 	d.refusals.Add(1)
-	now := time.Now().UnixNano()
+	now := clock.Nanotime()
 	if last := d.lastRefusalLog.Load(); now-last > int64(time.Second) && d.lastRefusalLog.CompareAndSwap(last, now) {
 		slog.Warn("operation refused for lack of a resource; the log dir stays online", "dir", d.Path, "err", cause, "refusals", d.refusals.Load())
 	}

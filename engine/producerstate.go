@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/klauspost/crc32"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -45,6 +46,8 @@ import (
 // their headers.
 //
 // Expiration (producer.id.expiration.ms): a producer whose last batch's max timestamp is that old
+// on the wall clock (Config.Now), and that this process has not seen write for that long on the
+// monotonic clock (Config.Nanotime; entries from a snapshot or a replay have no such reading),
 // is forgotten, by Log.RemoveExpiredProducers (the Manager calls it every
 // ProducerIDExpirationCheckInterval, Kafka's producer.id.expiration.check.interval.ms) and at
 // open after the snapshot and replay, as Kafka's loadFromSnapshot skips expired entries. Snapshots
@@ -72,6 +75,11 @@ type producerEntry struct {
 	coordinatorEpoch int32
 	txnFirstOffset   int64
 	lastTimestamp    int64
+	// lastAppendNanos is the monotonic clock (Config.Nanotime) at the producer's last batch or
+	// marker appended by this process; appendSeen is false for an entry known only from a
+	// snapshot or a replay at open. Not persisted.
+	lastAppendNanos int64
+	appendSeen      bool
 }
 
 // txnState is one transaction that keeps the last stable offset down: ongoing (lastOffset -1),
@@ -225,7 +233,7 @@ func (ps *producerState) checkMarker(producerID int64, epoch int16, coordinatorE
 // nothing to index, the last stable offset does not move), and the last stable offset right
 // after it completes (Kafka's ProducerStateManager.lastStableOffset: the first offset of the
 // next ongoing transaction of another producer, else the marker's offset + 1).
-func (ps *producerState) completeTxn(producerID int64, epoch int16, coordinatorEpoch int32, offset, ts int64) (firstOffset, lso int64) {
+func (ps *producerState) completeTxn(producerID int64, epoch int16, coordinatorEpoch int32, offset, ts, nowNanos int64) (firstOffset, lso int64) {
 	e, ok := ps.producers[producerID]
 	if !ok {
 		e = newProducerEntry(epoch)
@@ -239,6 +247,7 @@ func (ps *producerState) completeTxn(producerID int64, epoch int16, coordinatorE
 	e.coordinatorEpoch = coordinatorEpoch
 	e.txnFirstOffset = noTxnFirstOffset
 	e.lastTimestamp = ts
+	e.touch(nowNanos)
 	if firstOffset < 0 {
 		return -1, -1
 	}
@@ -320,8 +329,20 @@ func (ps *producerState) check(h *record.Header, guard VerificationGuard) error 
 	return nil
 }
 
-// update records an appended batch (offsets assigned).
-func (ps *producerState) update(h *record.Header) {
+// touch records an append at nowNanos on the monotonic clock (noNanos: a replay at open, which
+// says nothing about when the producer last wrote).
+func (e *producerEntry) touch(nowNanos int64) {
+	if nowNanos != noNanos {
+		e.lastAppendNanos, e.appendSeen = nowNanos, true
+	}
+}
+
+// noNanos is the nowNanos of a replay: no monotonic reading.
+const noNanos = math.MinInt64
+
+// update records an appended batch (offsets assigned) at nowNanos on the monotonic clock
+// (noNanos when replayed at open).
+func (ps *producerState) update(h *record.Header, nowNanos int64) {
 	if h.ProducerID < 0 || h.IsControl() {
 		return
 	}
@@ -335,6 +356,7 @@ func (ps *producerState) update(h *record.Header) {
 		e.batches = e.batches[:0]
 	}
 	e.lastTimestamp = h.MaxTimestamp
+	e.touch(nowNanos)
 	if h.IsTransactional() && e.txnFirstOffset < 0 {
 		// The producer's transaction begins (Kafka's appendDataBatch); its verification
 		// guard has served.
@@ -354,11 +376,19 @@ func (ps *producerState) update(h *record.Header) {
 // expire removes the producers whose last write is expirationMs old or older at nowMs (Kafka's
 // ProducerStateManager.isProducerExpired: now - lastTimestamp >= producer.id.expiration.ms, the
 // last timestamp being the max timestamp of the producer's last batch) and returns how many.
-func (ps *producerState) expire(nowMs, expirationMs int64) int {
+// A producer that this process saw append less than expirationMs ago on the monotonic clock
+// (nowNanos) is kept whatever the wall clock says: a forward step of the wall clock, or a
+// producer's CreateTime clock behind the broker's, would otherwise forget a producer that is
+// writing, and a retry of its last batch would then be appended twice. Entries known only from
+// a snapshot or a replay follow Kafka's wall-clock rule alone.
+func (ps *producerState) expire(nowMs, nowNanos, expirationMs int64) int {
 	n := 0
 	for id, e := range ps.producers {
 		if e.txnFirstOffset >= 0 {
 			continue // Kafka never expires a producer with a transaction ongoing
+		}
+		if e.appendSeen && nowNanos-e.lastAppendNanos < expirationMs*int64(time.Millisecond) {
+			continue // it wrote recently: the wall clock stepped, or its timestamps lag
 		}
 		if nowMs-e.lastTimestamp >= expirationMs {
 			delete(ps.producers, id)

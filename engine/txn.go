@@ -147,6 +147,15 @@ func (l *Log) collectAborted(dst []AbortedTxn, offset, upperBound int64, limit i
 // complete their producer's transaction (an ABORT adds the .txnindex entry to seg, the segment
 // holding the marker). The leader's fencing checks are not applied (Kafka's replication
 // origin). Requires l.mu.
+// appendNanosLocked is the monotonic reading that stamps a producer's write: noNanos while the
+// log replays at open. Requires l.mu.
+func (l *Log) appendNanosLocked() int64 {
+	if l.replaying {
+		return noNanos
+	}
+	return l.config().nanotime()
+}
+
 func (l *Log) applyBatchLocked(b []byte, h *record.Header) error {
 	return l.applyBatchToSegment(l.active, b, h)
 }
@@ -154,7 +163,7 @@ func (l *Log) applyBatchLocked(b []byte, h *record.Header) error {
 func (l *Log) applyBatchToSegment(seg *segment.Segment, b []byte, h *record.Header) error {
 	if !h.IsControl() {
 		txns := len(l.producers.txns)
-		l.producers.update(h)
+		l.producers.update(h, l.appendNanosLocked())
 		if len(l.producers.txns) != txns {
 			l.publishTxnsLocked()
 		}
@@ -179,7 +188,7 @@ func (l *Log) applyBatchToSegment(seg *segment.Segment, b []byte, h *record.Head
 
 // completeTxnLocked ends a producer's transaction with its marker at offset in seg. Requires l.mu.
 func (l *Log) completeTxnLocked(seg *segment.Segment, producerID int64, epoch int16, m record.EndTxnMarker, offset, ts int64) error {
-	first, lso := l.producers.completeTxn(producerID, epoch, m.CoordinatorEpoch, offset, ts)
+	first, lso := l.producers.completeTxn(producerID, epoch, m.CoordinatorEpoch, offset, ts, l.appendNanosLocked())
 	if first < 0 {
 		return nil
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/valyala/bytebufferpool"
+
+	"github.com/weir-mq/weir/internal/clock"
 )
 
 // conn is one client connection: a reader goroutine (serve) and a writer goroutine.
@@ -63,7 +65,7 @@ type conn struct {
 	// release between the reader's check and its wait is not lost).
 	room chan struct{}
 
-	// muteUntil is when a quota mute ends (unix ns; Reply.Throttle): the reader reads and
+	// muteUntil is when a quota mute ends (clock.Nanotime, monotonic; Reply.Throttle): the reader reads and
 	// handles nothing more from the connection before.
 	muteUntil atomic.Int64
 }
@@ -447,7 +449,7 @@ func (c *conn) finish(q queued) {
 		r.Body.Release()
 	}
 	if t := max(r.Throttle, q.reply.Throttle); t > 0 {
-		until := time.Now().Add(t).UnixNano()
+		until := clock.Nanotime() + int64(t)
 		if until > c.muteUntil.Load() {
 			c.muteUntil.Store(until)
 		}
@@ -471,7 +473,7 @@ func (c *conn) waitThrottle() bool {
 	if until == 0 {
 		return true
 	}
-	d := time.Until(time.Unix(0, until))
+	d := time.Duration(until - clock.Nanotime())
 	if d <= 0 {
 		return true
 	}

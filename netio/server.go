@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/weir-mq/weir/internal/clock"
 )
 
 // Config bounds the transport. Zero values take Kafka's defaults.
@@ -352,7 +354,7 @@ func (s *Server) wakeAcceptLocked() {
 // logRefused logs a refused connection, at most once a second (a client retrying in a loop
 // must not flood the log; Stats counts every refusal).
 func (s *Server) logRefused(msg string, args ...any) {
-	now := time.Now().Unix()
+	now := clock.Nanotime() / int64(time.Second)
 	if last := s.refusedLog.Load(); last != now && s.refusedLog.CompareAndSwap(last, now) {
 		slog.Warn(msg, args...)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/internal/kafkahash"
 	"github.com/weir-mq/weir/sharestate"
 )
@@ -42,7 +43,7 @@ type Log interface {
 type Config struct {
 	Store  Store
 	Logger *slog.Logger
-	// Now is the clock (nil: time.Now); it stamps CreateTimestamp/WriteTimestamp and batches.
+	// Now is the wall clock (nil: internal/clock.Now); it stamps CreateTimestamp/WriteTimestamp and batches.
 	Now func() time.Time
 	// UpdatesPerSnapshot is share.coordinator.snapshot.update.records.per.snapshot (Kafka's
 	// default 500): after that many ShareUpdate records for a share partition the next write
@@ -185,7 +186,7 @@ func New(cfg Config) (*Coordinator, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	switch {
 	case cfg.UpdatesPerSnapshot == 0:

@@ -16,7 +16,9 @@
 // the window may pass the limit by one batch).
 //
 // Goroutines: none of its own; a Partition arms one time.Timer (AfterFunc) for its earliest
-// lock deadline, and the timer's goroutine expires locks. Invariants: every field of a
+// lock deadline, and the timer's goroutine expires locks. Lock deadlines are on the monotonic
+// clock by default (Options.Now), so a step of the wall clock neither breaks nor stretches a
+// lock. Invariants: every field of a
 // Partition is guarded by its mu; state that must survive a failover (acknowledgements,
 // releases, archives, expired locks, start moves) is written to the persister before the
 // operation that changed it returns, and restored in memory when the write fails; a closed
@@ -35,6 +37,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/sharestate"
 )
 
@@ -84,7 +87,7 @@ type AcquiredRange struct {
 
 // rec is one offset's state in the window.
 type rec struct {
-	deadline int64  // lock deadline, unix nanoseconds (ACQUIRED only)
+	deadline int64  // lock deadline, UnixNano of the partition's clock (ACQUIRED only)
 	member   string // the member holding the lock (ACQUIRED only)
 	count    int16
 	state    int8
@@ -139,7 +142,10 @@ type Options struct {
 	Persister   sharestate.Persister
 	LeaderEpoch int32
 	Config      Config
-	// Now is the clock (time.Now when nil); tests use a fake one.
+	// Now is the clock of lock deadlines; tests use a fake one. Nil: the monotonic clock
+	// (internal/clock.Nanotime as a time.Time), so a wall-clock step neither expires every lock
+	// at once nor holds a lock for the length of a backward step (Kafka's acquisition-lock
+	// timers run on a monotonic clock too). Only durations between its readings matter.
 	Now func() time.Time
 	// NoTimers: lock deadlines are checked only by ExpireLocks (tests with a fake clock).
 	NoTimers bool
@@ -151,6 +157,10 @@ type Options struct {
 	ResolveStart func() (int64, error)
 }
 
+// monotonicNow is the default lock clock: the monotonic clock's nanoseconds as a time.Time
+// (its wall reading is meaningless; only differences are used).
+func monotonicNow() time.Time { return time.Unix(0, clock.Nanotime()) }
+
 // maxInitAttempts bounds Load's initializations that find the state initialized meanwhile.
 const maxInitAttempts = 3
 
@@ -161,7 +171,7 @@ func Load(ctx context.Context, o Options) (*Partition, error) {
 	p := &Partition{key: o.Key, persister: o.Persister, leaderEpoch: o.LeaderEpoch, cfg: o.Config, now: o.Now,
 		timers: !o.NoTimers, onAvail: o.OnAvailable}
 	if p.now == nil {
-		p.now = time.Now
+		p.now = monotonicNow
 	}
 	st, err := o.Persister.Read(ctx, o.Key, o.LeaderEpoch)
 	start, resolved := int64(0), false
@@ -579,8 +589,9 @@ func (p *Partition) ReleaseMember(ctx context.Context, member string) error {
 	return p.persistLocked(ctx)
 }
 
-// ExpireLocks releases the records whose lock deadline is at or before now and returns how
-// many; persisted. The partition's timer calls it; tests with a fake clock call it directly.
+// ExpireLocks releases the records whose lock deadline is at or before now (a reading of
+// Options.Now) and returns how many; persisted. The partition's timer calls it; tests with a
+// fake clock call it directly.
 func (p *Partition) ExpireLocks(ctx context.Context, now time.Time) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/weir-mq/weir/internal/clock"
 )
 
 // Store is the coordinator's view of __transaction_state. The broker implements it over its
@@ -69,12 +71,15 @@ type MarkerWriter interface {
 // ErrPartitionGone is a MarkerWriter's answer for a partition that no longer exists.
 var ErrPartitionGone = errors.New("partition no longer exists")
 
-// Clock is the coordinator's time source (tests inject a fake one).
+// Clock is the coordinator's time source (tests inject a fake one): a wall clock, since
+// transaction timeouts and transactional-id expiry compare it with timestamps stored in
+// __transaction_state, as Kafka's TransactionStateManager uses Time.milliseconds().
 type Clock interface{ Now() time.Time }
 
+// realClock is the broker's wall clock (internal/clock, which the fault control can step).
 type realClock struct{}
 
-func (realClock) Now() time.Time { return time.Now() }
+func (realClock) Now() time.Time { return clock.Now() }
 
 // Config configures a Coordinator. Zero values take Kafka's defaults.
 type Config struct {

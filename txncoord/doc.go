@@ -54,7 +54,11 @@
 // partition is resigned (its context ends) and the next leader resends the markers of every
 // transaction it loads in PrepareCommit/PrepareAbort, which makes a failover complete in-flight
 // commits and aborts. Two background loops (Start) abort transactions past their timeout and
-// expire idle ids; tests call AbortTimedOut and ExpireTransactionalIDs with a fake Clock.
+// expire idle ids; tests call AbortTimedOut and ExpireTransactionalIDs with a fake Clock. The
+// Clock is the broker's wall clock (internal/clock): timeouts and expiry compare it with the
+// timestamps stored in __transaction_state, as Kafka's do, so a forward step of the wall clock
+// aborts ongoing transactions older than their timeout minus the step and a backward one delays
+// timeouts by the step.
 //
 // # Errors
 //

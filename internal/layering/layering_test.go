@@ -17,9 +17,14 @@ const module = "github.com/weir-mq/weir/"
 // layers ranks the packages, lowest first. A package may import only packages of a lower rank
 // (its non-test files; tests may import anything, e.g. broker to start a real broker).
 var layers = map[string]int{
-	// 0: leaves with no weir imports.
-	"record": 0, "vfs": 0, "acl": 0, "metrics": 0, "internal/peerauth": 0, "internal/kafkahash": 0, "netio/testcert": 0,
+	// -1: the wall clock's offset cell, below the clock (internal to internal/clock).
+	"internal/clock/internal/offset": -1,
+	// 0: leaves with no weir imports (internal/clock, the process's wall clock that every layer
+	// may read, imports only its offset cell).
+	"internal/clock": 0, "record": 0, "vfs": 0, "acl": 0, "metrics": 0, "internal/peerauth": 0, "internal/kafkahash": 0, "netio/testcert": 0,
 	"coordinator/assignor": 0, "sharestate": 0, "internal/testcluster": 0,
+	// 1: the test-only control of the wall clock (see TestClockControlOnlyInTestsAndFaultBuilds).
+	"internal/clock/clockctl": 1,
 	// 1-3: storage.
 	"index":   1,
 	"segment": 2,
@@ -99,6 +104,51 @@ func TestImportLayering(t *testing.T) {
 				t.Errorf("%s (layer %d) imports %s (layer %d): a package imports only lower layers", rel, rank, dep, depRank)
 			}
 		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d packages checked: is the module root %s?", checked, root)
+	}
+}
+
+// clockControl is the package that moves the broker's wall clock; only test files and files
+// built with -tags faults may import it.
+const clockControl = module + "internal/clock/clockctl"
+
+// TestClockControlOnlyInTestsAndFaultBuilds checks that no file of a release build imports the
+// clock control: build.ImportDir with the default build context lists the imports of the
+// untagged, non-test files only, so a tagged (-tags faults) file or a _test.go file may import
+// it and nothing else may.
+func TestClockControlOnlyInTestsAndFaultBuilds(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		pkg, err := build.ImportDir(path, 0)
+		if err != nil {
+			return nil // no buildable Go files
+		}
+		checked++
+		for _, imp := range pkg.Imports {
+			if imp == clockControl {
+				rel, _ := filepath.Rel(root, path)
+				t.Errorf("%s imports %s outside test files and -tags faults files", rel, imp)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if checked < 10 {
 		t.Fatalf("only %d packages checked: is the module root %s?", checked, root)
