@@ -10,9 +10,10 @@ build:
 run: build
 	./bin/weir serve --config docs/server.properties
 
-## test: vet, unit and integration tests (race detector on), the crash test and fuzz seed corpora
+## test: vet, unit and integration tests (race detector on), the crash test and fuzz seed corpora, the fault smoke run, and the tests of the -tags faults build
 test: lint
 	$(GO) test -race -count=1 -timeout 14m $(PKGS)
+	$(GO) test -race -count=1 -timeout 5m -tags faults ./internal/faultctl/ ./itest/clockjump/
 
 ## bench: every go test -bench suite, with allocations
 bench:
@@ -61,6 +62,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFetchSessionCache$$' -fuzztime $(FUZZTIME) ./broker/
 
 lint:
+	$(GO) vet -tags faults ./internal/faultctl/ ./itest/clockjump/ ./broker/
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
