@@ -14,12 +14,12 @@ import (
 // TestSchedulerRounds: every family comes once per round, gaps and holds stay in their bounds,
 // variants are the family's, and one seed gives one schedule.
 func TestSchedulerRounds(t *testing.T) {
-	fams := []string{NemesisPause, NemesisKill, NemesisPartition, NemesisMembership}
+	fams := Families
 	gap := [2]time.Duration{5 * time.Second, 15 * time.Second}
 	hold := [2]time.Duration{time.Second, 30 * time.Second}
 	s := newScheduler(42, fams, gap, hold)
 	var got []fault
-	for round := 0; round < 25; round++ {
+	for round := 0; round < 60; round++ {
 		var seen []string
 		for range fams {
 			f, ok := s.next()
