@@ -45,7 +45,7 @@ const (
 )
 
 // fault POSTs one /faults/disk operation to node n.
-func fault(t *testing.T, n *testcluster.Node, form url.Values) {
+func fault(t testing.TB, n *testcluster.Node, form url.Values) {
 	t.Helper()
 	if _, err := postFault(n, form); err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func logSize(n *testcluster.Node, topic string, part int32) int64 {
 // holdSyncs stalls every fdatasync of the nodes for a minute, sends n records and waits until
 // the first node's partition 0 log has grown: records are in the page cache, none is durable on
 // the stalled nodes, none is acknowledged. It returns the records' wait group.
-func holdSyncs(t *testing.T, p *producer, n int, nodes ...*testcluster.Node) *sync.WaitGroup {
+func holdSyncs(t testing.TB, p *producer, n int, nodes ...*testcluster.Node) *sync.WaitGroup {
 	t.Helper()
 	before := logSize(nodes[0], topic, 0)
 	for _, nd := range nodes {
@@ -127,7 +127,7 @@ type producer struct {
 	maxLat  time.Duration
 }
 
-func newProducer(t *testing.T, c *testcluster.Cluster) *producer {
+func newProducer(t testing.TB, c *testcluster.Cluster) *producer {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...), kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(time.Millisecond),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordDeliveryTimeout(90*time.Second),
@@ -207,7 +207,7 @@ func (p *producer) background(n int) (stop func()) {
 // checkAcked reads every partition of the topics written to from its start to its high
 // watermark and checks that every acknowledged value is at the offset it was acknowledged at, and
 // that no value is there twice.
-func checkAcked(t *testing.T, c *testcluster.Cluster, p *producer) {
+func checkAcked(t testing.TB, c *testcluster.Cluster, p *producer) {
 	t.Helper()
 	if lost := countLost(t, c, p); lost > 0 {
 		t.Fatalf("%d acknowledged values lost or moved", lost)
@@ -216,7 +216,7 @@ func checkAcked(t *testing.T, c *testcluster.Cluster, p *producer) {
 
 // countLost is checkAcked's reading: the number of acknowledged values not read back at their
 // offsets (the first few are logged). A duplicate fails the test.
-func countLost(t *testing.T, c *testcluster.Cluster, p *producer) int {
+func countLost(t testing.TB, c *testcluster.Cluster, p *producer) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -290,7 +290,7 @@ func countLost(t *testing.T, c *testcluster.Cluster, p *producer) int {
 	return lost
 }
 
-func admin(t *testing.T, c *testcluster.Cluster) *kadm.Client {
+func admin(t testing.TB, c *testcluster.Cluster) *kadm.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
 	if err != nil {
@@ -320,7 +320,7 @@ func partitionState(adm *kadm.Client, topic string) (map[int32]int32, map[int32]
 }
 
 // waitFor polls cond every 100 ms for up to within.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+func waitFor(t testing.TB, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	last := ""
@@ -336,9 +336,9 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool,
 }
 
 // waitFullISR waits until every partition of topic has a leader and all three replicas in its ISR.
-func waitFullISR(t *testing.T, adm *kadm.Client) { waitFullISROf(t, adm, topic) }
+func waitFullISR(t testing.TB, adm *kadm.Client) { waitFullISROf(t, adm, topic) }
 
-func waitFullISROf(t *testing.T, adm *kadm.Client, topic string) {
+func waitFullISROf(t testing.TB, adm *kadm.Client, topic string) {
 	t.Helper()
 	waitFor(t, 60*time.Second, "every replica back in the ISR", func() (bool, string) {
 		leaders, isrs, err := partitionState(adm, topic)
@@ -355,7 +355,7 @@ func waitFullISROf(t *testing.T, adm *kadm.Client, topic string) {
 }
 
 // waitOffline waits until node's log dir answers KAFKA_STORAGE_ERROR in DescribeLogDirs.
-func waitOffline(t *testing.T, adm *kadm.Client, node int32) {
+func waitOffline(t testing.TB, adm *kadm.Client, node int32) {
 	t.Helper()
 	waitFor(t, 30*time.Second, fmt.Sprintf("node %d's log dir offline", node), func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -374,7 +374,7 @@ func waitOffline(t *testing.T, adm *kadm.Client, node int32) {
 }
 
 // waitNotLeaderNorISR waits until node leads no partition and is in no ISR.
-func waitNotLeaderNorISR(t *testing.T, adm *kadm.Client, node int32) {
+func waitNotLeaderNorISR(t testing.TB, adm *kadm.Client, node int32) {
 	t.Helper()
 	waitFor(t, 30*time.Second, fmt.Sprintf("node %d out of every ISR", node), func() (bool, string) {
 		leaders, isrs, err := partitionState(adm, topic)
@@ -398,7 +398,7 @@ func waitNotLeaderNorISR(t *testing.T, adm *kadm.Client, node int32) {
 func node(c *testcluster.Cluster, id int32) *testcluster.Node { return c.Nodes()[id-1] }
 
 // restart SIGKILLs node (if running) and starts it again.
-func restart(t *testing.T, c *testcluster.Cluster, id int32) {
+func restart(t testing.TB, c *testcluster.Cluster, id int32) {
 	t.Helper()
 	n := node(c, id)
 	if err := n.Kill(); err != nil {
@@ -409,7 +409,7 @@ func restart(t *testing.T, c *testcluster.Cluster, id int32) {
 	}
 }
 
-func startDiskCluster(t *testing.T, props map[string]string) (*testcluster.Cluster, *kadm.Client) {
+func startDiskCluster(t testing.TB, props map[string]string) (*testcluster.Cluster, *kadm.Client) {
 	t.Helper()
 	all := map[string]string{
 		"min.insync.replicas":        "2",
@@ -442,7 +442,7 @@ func startDiskCluster(t *testing.T, props map[string]string) (*testcluster.Clust
 }
 
 // leaderOf is partition p's leader; idle is a node that leads no partition of the topic.
-func leaderOf(t *testing.T, adm *kadm.Client, p int32) int32 {
+func leaderOf(t testing.TB, adm *kadm.Client, p int32) int32 {
 	t.Helper()
 	leaders, _, err := partitionState(adm, topic)
 	if err != nil {
@@ -451,7 +451,7 @@ func leaderOf(t *testing.T, adm *kadm.Client, p int32) int32 {
 	return leaders[p]
 }
 
-func idleNode(t *testing.T, adm *kadm.Client) int32 {
+func idleNode(t testing.TB, adm *kadm.Client) int32 {
 	t.Helper()
 	leaders, _, err := partitionState(adm, topic)
 	if err != nil {
@@ -692,7 +692,7 @@ func logBytes(dir string) ([]byte, error) {
 }
 
 // waitSameLog waits until the partition's batches on node a equal those on node b.
-func waitSameLog(t *testing.T, c *testcluster.Cluster, topic string, a, b int32, part int32) {
+func waitSameLog(t testing.TB, c *testcluster.Cluster, topic string, a, b int32, part int32) {
 	t.Helper()
 	waitFor(t, 30*time.Second, fmt.Sprintf("%s-%d on node %d equal to node %d", topic, part, a, b), func() (bool, string) {
 		x, err := logBytes(diskfault.PartitionDir(node(c, a).Dir, topic, part))

@@ -3,7 +3,6 @@ package diskfault_test
 import (
 	"context"
 	"errors"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -11,20 +10,22 @@ import (
 	"github.com/weir-mq/weir/vfs"
 )
 
-// measureEnv runs TestPageCachePowerLossMeasure: a measurement, not a check (what page-cache
-// acknowledgement loses is configuration, not a bug), so it stays out of `make test`.
-const measureEnv = "WEIR_DISK_MEASURE"
-
-// TestPageCachePowerLossMeasure measures what a coordinated power loss of all three nodes loses
+// BenchmarkPageCachePowerLoss measures what a coordinated power loss of all three nodes loses
 // when acknowledgements come from the page cache (log.flush.interval.messages=max, as Kafka's
 // default): an acks=all producer runs for a few seconds, every node loses its unsynced bytes at
-// once and restarts, and the acknowledged records that cannot be read back are counted.
+// once and restarts, and the acknowledged records that cannot be read back are counted. A
+// measurement, not a check (what page-cache acknowledgement loses is configuration, not a bug):
 //
-//	WEIR_DISK_MEASURE=1 go test -count=1 -v -run TestPageCachePowerLossMeasure ./internal/faults/diskfault/
-func TestPageCachePowerLossMeasure(t *testing.T) {
-	if os.Getenv(measureEnv) == "" {
-		t.Skip("a measurement: set " + measureEnv + "=1 to run it")
+//	go test -run '^$' -bench PageCachePowerLoss -benchtime 1x ./internal/faults/diskfault/
+func BenchmarkPageCachePowerLoss(b *testing.B) {
+	for range b.N {
+		lost, acked := pageCachePowerLoss(b)
+		b.ReportMetric(float64(lost), "lost-records")
+		b.ReportMetric(float64(acked), "acked-records")
 	}
+}
+
+func pageCachePowerLoss(t testing.TB) (lost, acked int) {
 	c, adm := startDiskCluster(t, map[string]string{"log.flush.interval.messages": "9223372036854775807"})
 	// Default segments (1 GiB): a roll syncs the rolled segment, so small segments would bound
 	// the loss by their size.
@@ -55,13 +56,14 @@ func TestPageCachePowerLossMeasure(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	acked, _, _ := p.stats()
+	acked, _, _ = p.stats()
 	t.Logf("%d records acknowledged before the power loss; it dropped %+v", acked, stats)
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	stop()
 	waitFullISROf(t, adm, topicG)
-	lost := countLost(t, c, p)
+	lost = countLost(t, c, p)
 	t.Logf("page-cache acks: %d of %d acknowledged records lost by a coordinated power loss", lost, acked)
+	return lost, acked
 }
