@@ -73,3 +73,41 @@ func TestProducerNotExpiredByAWallClockStep(t *testing.T) {
 		t.Fatalf("%d producers survived an open a wall-clock day after their last write", left)
 	}
 }
+
+// TestProducerNotExpiredByATruncationUnderAStep: a follower's truncation rebuilds the producer
+// state from a snapshot and a replay; a producer this process saw write a moment ago must keep
+// its monotonic reading through that rebuild, or a wall clock stepped past
+// producer.id.expiration.ms forgets it and a retry of its last batch, once this replica leads,
+// is stored twice.
+func TestProducerNotExpiredByATruncationUnderAStep(t *testing.T) {
+	const expiration = int64(24 * time.Hour / time.Millisecond)
+	var mono atomic.Int64
+	mono.Store(int64(time.Hour))
+	wall := &retClock{}
+	wall.ms.Store(retNow)
+	cfg := DefaultConfig()
+	cfg.Now, cfg.Nanotime = wall.now, mono.Load
+	cfg.ProducerIDExpirationMs = expiration
+	cfg.MessageTimestampType = "LogAppendTime"
+	l, err := OpenLog(OpenOptions{Dir: t.TempDir() + "/t-0", Topic: "t", Config: cfg, CleanShutdown: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	batch := record.Build(nil, record.BuildOptions{BaseTimestamp: retNow, ProducerID: 7, BaseSequence: 0},
+		[]record.Record{{Value: []byte("a")}, {Value: []byte("b")}})
+	first := retAppend(t, l, append([]byte(nil), batch...))
+	// A divergent tail of another producer, then the step, then the truncation of that tail.
+	retAppend(t, l, record.Build(nil, record.BuildOptions{BaseTimestamp: retNow, ProducerID: 9, BaseSequence: 0},
+		[]record.Record{{Value: []byte("x")}}))
+	wall.ms.Add(expiration)
+	mono.Add(int64(time.Second))
+	if err := l.TruncateTo(2); err != nil {
+		t.Fatal(err)
+	}
+	retry := retAppend(t, l, append([]byte(nil), batch...))
+	if !retry.Duplicate || retry.BaseOffset != first.BaseOffset || l.LogEndOffset() != 2 {
+		t.Fatalf("retry after a truncation under a wall-clock step: %+v (first %+v), log end %d: want the original offsets, nothing appended",
+			retry, first, l.LogEndOffset())
+	}
+}

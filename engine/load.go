@@ -89,7 +89,7 @@ func OpenLog(o OpenOptions) (*Log, error) {
 		}
 		return nil, err
 	}
-	if err := l.loadProducerState(); err != nil {
+	if err := l.loadProducerState(nil); err != nil {
 		for _, s := range segs {
 			s.Close()
 		}
@@ -157,9 +157,11 @@ func (l *Log) checkTxnIndexes() error {
 }
 
 // loadProducerState loads the newest producer snapshot at or below the log end and replays the
-// batch headers after it (and the markers' records). Called at open and, with the append lock
-// held, by TruncateTo.
-func (l *Log) loadProducerState() error {
+// batch headers after it (and the markers' records). Called at open (prev nil) and, with the
+// append lock held, by TruncateTo with the state it replaces: a producer this process saw write
+// keeps its monotonic reading through the rebuild, so a wall clock stepped past
+// producer.id.expiration.ms does not forget a producer that is writing (see expire).
+func (l *Log) loadProducerState(prev *producerState) error {
 	ps, from, err := l.snaps.loadLatest(l.fsys, l.dir, l.nextOffset)
 	if err != nil {
 		return fmt.Errorf("load producer state of %s: %w", l.dir, err)
@@ -170,6 +172,13 @@ func (l *Log) loadProducerState() error {
 	l.replaying = true
 	defer func() {
 		l.replaying = false
+		if prev != nil {
+			for id, e := range ps.producers {
+				if old, ok := prev.producers[id]; ok && old.appendSeen && !e.appendSeen {
+					e.lastAppendNanos, e.appendSeen = old.lastAppendNanos, true
+				}
+			}
+		}
 		cfg := l.config()
 		ps.expire(cfg.now().UnixMilli(), cfg.nanotime(), cfg.ProducerIDExpirationMs)
 		l.publishTxnViewLocked()

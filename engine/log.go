@@ -634,7 +634,7 @@ func (l *Log) TruncateTo(offset int64) (err error) {
 	// The producer state is rebuilt as Kafka's truncateAndReload does: the newest snapshot at or
 	// below the new log end, then the batches after it (ongoing transactions included; the
 	// .txnindex entries of markers cut are already gone with the segments' truncation).
-	if err := l.loadProducerState(); err != nil {
+	if err := l.loadProducerState(l.producers); err != nil {
 		return l.logDir.Fail(err)
 	}
 	for _, s := range doomed {
