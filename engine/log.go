@@ -247,7 +247,11 @@ func (l *Log) append(batch []byte, guard VerificationGuard) (AppendInfo, error) 
 	newEpoch := false
 	if err == nil {
 		txns := len(l.producers.txns)
-		l.producers.update(&h, l.config().nanotime())
+		nanos := int64(noNanos) // only producers' writes are stamped (no clock read per plain batch)
+		if h.ProducerID >= 0 {
+			nanos = l.config().nanotime()
+		}
+		l.producers.update(&h, nanos)
 		if len(l.producers.txns) != txns { // a transaction began
 			l.publishTxnsLocked()
 		}
