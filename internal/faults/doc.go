@@ -1,8 +1,7 @@
 // Package faults runs fault runs against a weir cluster (or, for comparison, an Apache Kafka
-// cluster: RunConfig.Broker), after Jepsen's Kafka test: client
-// workloads record every operation in a history (internal/faults/history) while a nemesis
-// injects faults; then everything is healed, every partition is read to its end, and a checker
-// judges the history.
+// cluster: RunConfig.Broker), after Jepsen's Kafka test: client workloads record every
+// operation in a history (internal/faults/history) while a nemesis injects faults; then
+// everything is healed, every partition is read to its end, and a checker judges the history.
 //
 // # A run
 //
