@@ -48,6 +48,20 @@ weir)
 	;;
 kafka)
 	libs="${WEIR_KAFKA_LIBS:-$("$root/scripts/kafka-libs.sh")}"
+	# Kafka's Maven artifacts leave out the SLF4J binding its distribution ships, without which a
+	# broker logs nothing: fetch log4j-slf4j-impl of the jars' log4j version next to them.
+	core="$(ls "$libs"/log4j-core-*.jar 2>/dev/null | head -n1 || true)"
+	if [[ -n "$core" ]]; then
+		v="$(basename "$core" .jar)"; v="${v#log4j-core-}"
+		logging="${WEIR_KAFKA_CACHE:-$HOME/.cache/weir-kafka}/log4j-slf4j-impl-$v"
+		if [[ -f "$logging/log4j-slf4j-impl-$v.jar" ]] ||
+			mvn -B -q org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+				-Dartifact="org.apache.logging.log4j:log4j-slf4j-impl:$v" -DoutputDirectory="$logging" >&2; then
+			libs="$libs:$logging"
+		else
+			echo "faults.sh: no log4j-slf4j-impl $v: the Kafka brokers will log nothing" >&2
+		fi
+	fi
 	args+=(--kafka-libs "$libs")
 	;;
 *) echo "faults.sh: unknown --broker $broker: want weir or kafka" >&2; exit 2 ;;

@@ -64,8 +64,10 @@ type RunConfig struct {
 	// Binary is the weir binary; "" builds cmd/weir with -tags faults (testcluster.BuildTags):
 	// the disk and clock families need its fault control (internal/faultctl).
 	Binary string
-	// KafkaLibs is the folder of Kafka's jars (scripts/kafka-libs.sh prints it), for
-	// BrokerKafka; Java is the java binary that runs them ("": java on PATH).
+	// KafkaLibs is the folder of Kafka's jars (scripts/kafka-libs.sh prints it), or several
+	// separated by ':' (Kafka's Maven artifacts lack the distribution's SLF4J binding, without
+	// which a broker logs nothing: scripts/faults.sh adds log4j-slf4j-impl's), for BrokerKafka;
+	// Java is the java binary that runs them ("": java on PATH).
 	KafkaLibs, Java string
 	// Dir is the run's output directory (created): history.jsonl, verdict.json, report.md and
 	// cluster/node-i/ (each node's data and weir.log).
@@ -192,7 +194,12 @@ func (c *RunConfig) kafkaDefaults() error {
 	if c.KafkaLibs == "" {
 		return errors.New("faults: broker kafka: no Kafka jar folder (KafkaLibs; scripts/kafka-libs.sh prints one)")
 	}
-	if jars, _ := filepath.Glob(filepath.Join(c.KafkaLibs, "kafka_2.13-*.jar")); len(jars) == 0 {
+	found := false
+	for _, dir := range filepath.SplitList(c.KafkaLibs) {
+		jars, _ := filepath.Glob(filepath.Join(dir, "kafka_2.13-*.jar"))
+		found = found || len(jars) > 0
+	}
+	if !found {
 		return fmt.Errorf("faults: broker kafka: no kafka_2.13 jar in %s", c.KafkaLibs)
 	}
 	if c.Java == "" {

@@ -120,9 +120,19 @@ func kafkaCommand(java, libs string, n *testcluster.Node) []string {
 		"-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
 		"-Dlog4j2.configurationFile=" + filepath.Join(n.Dir, kafkaLog4jFile),
 		"-Dkafka.logs.dir=" + n.Dir,
-		"-cp", filepath.Join(libs, "*"),
+		"-cp", kafkaClasspath(libs),
 		kafkaMain, filepath.Join(n.Dir, kafkaConfigFile),
 	}
+}
+
+// kafkaClasspath is the JVM class path of the jar folders libs (a list separated by ':'): each
+// folder's jars (the JVM expands "folder/*").
+func kafkaClasspath(libs string) string {
+	var cp []string
+	for _, dir := range filepath.SplitList(libs) {
+		cp = append(cp, filepath.Join(dir, "*"))
+	}
+	return strings.Join(cp, string(filepath.ListSeparator))
 }
 
 // useKafka makes tcfg run Kafka nodes (see prepareKafka for what must happen before Start).
@@ -165,7 +175,7 @@ func formatKafka(ctx context.Context, cfg *RunConfig, n *testcluster.Node, id st
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cfg.Java, "-Xmx256m",
 		"-Dlog4j2.configurationFile="+filepath.Join(n.Dir, kafkaLog4jFile),
-		"-cp", filepath.Join(cfg.KafkaLibs, "*"), kafkaStorageTool,
+		"-cp", kafkaClasspath(cfg.KafkaLibs), kafkaStorageTool,
 		"format", "--cluster-id", id, "--config", filepath.Join(n.Dir, kafkaConfigFile))
 	out, err := cmd.CombinedOutput()
 	if err != nil {

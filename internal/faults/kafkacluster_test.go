@@ -74,8 +74,8 @@ func TestKafkaNodeConfig(t *testing.T) {
 		t.Errorf("server.properties:\n%s", text)
 	}
 
-	argv := kafkaCommand("/usr/bin/java", "/opt/kafka/libs", n)
-	if argv[0] != "/usr/bin/java" || !slices.Contains(argv, "/opt/kafka/libs/*") ||
+	argv := kafkaCommand("/usr/bin/java", "/opt/kafka/libs:/opt/log4j-slf4j", n)
+	if argv[0] != "/usr/bin/java" || !slices.Contains(argv, "/opt/kafka/libs/*:/opt/log4j-slf4j/*") ||
 		!slices.Equal(argv[len(argv)-2:], []string{"kafka.Kafka", filepath.Join(n.Dir, "server.properties")}) {
 		t.Errorf("command %q", argv)
 	}
@@ -93,7 +93,7 @@ func TestKafkaRunConfig(t *testing.T) {
 		t.Errorf("no jar folder: %v", err)
 	}
 	libs := t.TempDir()
-	cfg = RunConfig{Dir: t.TempDir(), Broker: BrokerKafka, KafkaLibs: libs, Java: "sh"}
+	cfg = RunConfig{Dir: t.TempDir(), Broker: BrokerKafka, KafkaLibs: t.TempDir() + ":" + libs, Java: "sh"}
 	if err := cfg.defaults(); err == nil || !strings.Contains(err.Error(), "kafka_2.13") {
 		t.Errorf("jar folder without Kafka: %v", err)
 	}

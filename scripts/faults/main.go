@@ -58,7 +58,7 @@ func parse(args []string) (options, error) {
 	var seconds int
 	fs.StringVar(&o.broker, "broker", faults.BrokerWeir, "the broker under test: weir, or kafka (Apache Kafka 4.x in KRaft mode, for comparison)")
 	fs.StringVar(&o.bin, "bin", "", "the weir binary (required for --broker weir)")
-	fs.StringVar(&o.kafkaLibs, "kafka-libs", os.Getenv("WEIR_KAFKA_LIBS"), "Kafka's jar folder, for --broker kafka (default $WEIR_KAFKA_LIBS; scripts/kafka-libs.sh prints one)")
+	fs.StringVar(&o.kafkaLibs, "kafka-libs", os.Getenv("WEIR_KAFKA_LIBS"), "Kafka's jar folder (or several, ':'-separated), for --broker kafka (default $WEIR_KAFKA_LIBS; scripts/kafka-libs.sh prints one)")
 	fs.StringVar(&nemeses, "nemesis", "pause,kill,membership", "comma-separated nemesis families: "+strings.Join(faults.Families, ","))
 	fs.IntVar(&seconds, "time-limit", 300, "seconds of workload and faults per run")
 	fs.IntVar(&o.runs, "runs", 1, "number of runs")
