@@ -16,11 +16,12 @@ import (
 
 // cluster is the running cluster as the runner sees it: the nodes and an admin client.
 type cluster struct {
-	tc    *testcluster.Cluster
-	dial  Dialer
-	cl    *kgo.Client
-	adm   *kadm.Client
-	seeds []string
+	tc     *testcluster.Cluster
+	broker string // BrokerWeir or BrokerKafka
+	dial   Dialer
+	cl     *kgo.Client
+	adm    *kadm.Client
+	seeds  []string
 }
 
 // clientOpts are the options every client of the run starts from: the seeds, the dialer, quick
@@ -40,8 +41,8 @@ func (c *cluster) clientOpts(extra ...kgo.Opt) []kgo.Opt {
 	return append(opts, extra...)
 }
 
-func newCluster(tc *testcluster.Cluster, dial Dialer) (*cluster, error) {
-	c := &cluster{tc: tc, dial: dial, seeds: tc.Bootstrap()}
+func newCluster(tc *testcluster.Cluster, dial Dialer, broker string) (*cluster, error) {
+	c := &cluster{tc: tc, broker: broker, dial: dial, seeds: tc.Bootstrap()}
 	cl, err := kgo.NewClient(c.clientOpts()...)
 	if err != nil {
 		return nil, fmt.Errorf("admin client: %w", err)
@@ -98,11 +99,15 @@ func (c *cluster) leader(ctx context.Context, topic string, p int32) (int32, err
 	return d.Leader, nil
 }
 
-// controller is the active controller (Metadata's controller id, which weir sets to the node
-// leading the controller quorum, as `weir cluster info` shows).
+// controller is the active controller: for weir Metadata's controller id, which weir sets to the
+// node leading the controller quorum (as `weir cluster info` shows); for Kafka, whose Metadata
+// answers a random broker, the quorum leader of DescribeQuorum.
 func (c *cluster) controller(ctx context.Context) (int32, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	if c.broker == BrokerKafka {
+		return c.kafkaController(ctx)
+	}
 	md, err := c.adm.BrokerMetadata(ctx)
 	if err != nil {
 		return -1, fmt.Errorf("metadata: %w", err)
@@ -133,15 +138,15 @@ func (c *cluster) coordinator(ctx context.Context, txn bool, key string) (int32,
 	return r.NodeID, nil
 }
 
-// inSync says whether every node is running and ready and every partition of topics has a
+// inSync says whether every node is running and ready (testcluster's ReadyState) and every partition of topics has a
 // leader and its whole replica set in its ISR ("" when it does, else what is not).
 func (c *cluster) inSync(ctx context.Context, topics []string) string {
 	for _, n := range c.tc.Nodes() {
 		if !n.Running() {
 			return "node " + strconv.Itoa(int(n.ID)) + " is not running"
 		}
-		if err := n.ReadyzState(ctx); err != nil {
-			return fmt.Sprintf("node %d: /readyz: %v", n.ID, err)
+		if err := n.ReadyState(ctx); err != nil {
+			return fmt.Sprintf("node %d not ready: %v", n.ID, err)
 		}
 	}
 	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)

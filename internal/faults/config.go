@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -55,9 +57,18 @@ var Families = []string{NemesisPause, NemesisKill, NemesisPartition, NemesisMemb
 
 // RunConfig says what one fault run does. Zero values take the defaults named on each field.
 type RunConfig struct {
+	// Broker is the broker under test: BrokerWeir (default) or BrokerKafka, Apache Kafka 4.x in
+	// KRaft combined mode (kafkacluster.go), to set its unavailability per fault beside weir's.
+	// The disk and clock families are weir's only.
+	Broker string
 	// Binary is the weir binary; "" builds cmd/weir with -tags faults (testcluster.BuildTags):
 	// the disk and clock families need its fault control (internal/faultctl).
 	Binary string
+	// KafkaLibs is the folder of Kafka's jars (scripts/kafka-libs.sh prints it), or several
+	// separated by ':' (Kafka's Maven artifacts lack the distribution's SLF4J binding, without
+	// which a broker logs nothing: scripts/faults.sh adds log4j-slf4j-impl's), for BrokerKafka;
+	// Java is the java binary that runs them ("": java on PATH).
+	KafkaLibs, Java string
 	// Dir is the run's output directory (created): history.jsonl, verdict.json, report.md and
 	// cluster/node-i/ (each node's data and weir.log).
 	Dir string
@@ -106,6 +117,18 @@ type RunConfig struct {
 func (c *RunConfig) defaults() error {
 	if c.Dir == "" {
 		return errors.New("faults: no output directory")
+	}
+	if c.Broker == "" {
+		c.Broker = BrokerWeir
+	}
+	switch c.Broker {
+	case BrokerWeir:
+	case BrokerKafka:
+		if err := c.kafkaDefaults(); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("faults: unknown broker %q: want %s or %s", c.Broker, BrokerWeir, BrokerKafka)
 	}
 	if c.Nodes == 0 {
 		c.Nodes = 3
@@ -166,6 +189,33 @@ func (c *RunConfig) defaults() error {
 	return nil
 }
 
+// kafkaDefaults checks the settings of a Kafka run: the jars and java.
+func (c *RunConfig) kafkaDefaults() error {
+	if c.KafkaLibs == "" {
+		return errors.New("faults: broker kafka: no Kafka jar folder (KafkaLibs; scripts/kafka-libs.sh prints one)")
+	}
+	found := false
+	for _, dir := range filepath.SplitList(c.KafkaLibs) {
+		jars, _ := filepath.Glob(filepath.Join(dir, "kafka_2.13-*.jar"))
+		found = found || len(jars) > 0
+	}
+	if !found {
+		return fmt.Errorf("faults: broker kafka: no kafka_2.13 jar in %s", c.KafkaLibs)
+	}
+	if c.Java == "" {
+		c.Java = "java"
+	}
+	java, err := exec.LookPath(c.Java)
+	if err != nil {
+		return fmt.Errorf("faults: broker kafka: %w", err)
+	}
+	// An absolute path: the node's command runs through `ip netns exec`, whose PATH may differ.
+	if c.Java, err = filepath.Abs(java); err != nil {
+		return fmt.Errorf("faults: broker kafka: %w", err)
+	}
+	return nil
+}
+
 // unavailable says why family cannot run under c ("" when it can).
 func (c *RunConfig) unavailable(family string) string {
 	switch family {
@@ -173,6 +223,25 @@ func (c *RunConfig) unavailable(family string) string {
 		if c.Network == nil {
 			return "no network namespaces: the nodes share 127.0.0.1, which cannot be partitioned"
 		}
+	case NemesisDisk, NemesisClock:
+		if c.Broker == BrokerKafka {
+			return kafkaUnavailable
+		}
 	}
 	return ""
+}
+
+// clusterProps are the settings of every node of a run, weir or Kafka.
+func clusterProps() map[string]string {
+	return map[string]string{
+		"default.replication.factor":               "3",
+		"min.insync.replicas":                      "2",
+		"offsets.topic.replication.factor":         "3",
+		"offsets.topic.num.partitions":             "3",
+		"transaction.state.log.replication.factor": "3",
+		"transaction.state.log.min.isr":            "2",
+		"transaction.state.log.num.partitions":     "3",
+		"group.initial.rebalance.delay.ms":         "0",
+		"replica.lag.time.max.ms":                  "10000",
+	}
 }

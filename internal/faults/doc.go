@@ -1,7 +1,7 @@
-// Package faults runs fault runs against a weir cluster, after Jepsen's Kafka test: client
-// workloads record every operation in a history (internal/faults/history) while a nemesis
-// injects faults; then everything is healed, every partition is read to its end, and a checker
-// judges the history.
+// Package faults runs fault runs against a weir cluster (or, for comparison, an Apache Kafka
+// cluster: RunConfig.Broker), after Jepsen's Kafka test: client workloads record every
+// operation in a history (internal/faults/history) while a nemesis injects faults; then
+// everything is healed, every partition is read to its end, and a checker judges the history.
 //
 // # A run
 //
@@ -14,7 +14,7 @@
 //  3. Heals: the nemesis ends the fault under way, then SIGCONTs every node, restarts every node
 //     that is down and heals the network ("heal all"); the workload clients finish the ops they
 //     have in flight (each bounded by 15 s) and stop.
-//  4. Waits (HealTimeout) until every node answers /readyz and every partition of the workload
+//  4. Waits (HealTimeout) until every node is ready (/readyz) and every partition of the workload
 //     topic, __consumer_offsets and __transaction_state has a leader and its whole replica set in
 //     its ISR. Failing that is Report.HealError; the run goes on.
 //  5. The final read: one process reads every partition of the topic from its start to its high
@@ -69,21 +69,37 @@
 //   - membership: a preferred leader election of the topic; a reassignment that rotates one
 //     partition's replica list (a new preferred leader, same replica set: RF stays 3),
 //     waited for, then a preferred election.
-//   - disk, clock: not available yet; reported as such (Report.Unavailable).
+//   - disk, clock: through the fault control of a -tags faults weir build (nemesis_disk.go,
+//     nemesis_clock.go); reported unavailable (Report.Unavailable) for a binary without it and
+//     for Kafka.
+//
+// # Apache Kafka
+//
+// With RunConfig.Broker BrokerKafka the same run (workloads, nemeses, heal, final read, check)
+// goes against 3 Apache Kafka 4.x nodes in KRaft combined mode, one JVM each from the jars in
+// RunConfig.KafkaLibs, with the same ports, hosts and network namespaces as weir's nodes and
+// the same settings (RF 3, min.insync.replicas 2, 3 partitions for the internal topics,
+// group.initial.rebalance.delay.ms 0, replica.lag.time.max.ms 10000); everything else is
+// Kafka's default (no fsync per record). Storage is formatted before the first start with a
+// static voter set. A node is ready when its Metadata lists every node and names a controller
+// (instead of /readyz); the active controller is the metadata quorum's leader (DescribeQuorum).
+// Report.Broker says which broker ran; kafkacluster.go has the details.
 //
 // # Files (in RunConfig.Dir)
 //
 //	history.jsonl   the history, one op a line (internal/faults/history)
 //	verdict.json    {valid, summary, verdict}: the check's result
 //	report.json     the Report (ops by function, faults, max unavailability, heal and read errors)
-//	cluster/node-i  node i's log dir and weir.log
+//	cluster/node-i  node i's log dir and weir.log (a Kafka node's: server.properties, data/, and
+//	                its output in weir.log)
 //
 // # Goroutines
 //
 // During a run: one per producer, one per consumer, one for the group consumer (franz-go's own
 // goroutines under each client), one nemesis goroutine, and testcluster's wait goroutine per
-// node process. The history writer and the recorder are shared and safe for concurrent use;
-// everything else belongs to one goroutine. Run returns after every goroutine it started has
+// node process (for Kafka, briefly, one formatting JVM per node before the start). The history
+// writer and the recorder are shared and safe for concurrent use; everything else belongs to
+// one goroutine. Run returns after every goroutine it started has
 // ended and every node has been stopped (SIGTERM, then SIGKILL after 10 s). Nodes run with
 // Pdeathsig SIGKILL in their own process group, so they do not outlive the runner.
 package faults

@@ -220,7 +220,7 @@ func (n *nemesis) kill(ctx context.Context, f fault) {
 	n.end(rf, fmt.Sprintf("restart node %d", id), err)
 }
 
-// restart starts a killed node again and waits for its /readyz.
+// restart starts a killed node again and waits until it is ready (testcluster.Node.Start).
 func (n *nemesis) restart(nd *testcluster.Node) error {
 	ctx, cancel := context.WithTimeout(context.Background(), restartTimeout)
 	defer cancel()

@@ -26,7 +26,9 @@ type OpCounts struct {
 
 // Report is what a run did and what the check found.
 type Report struct {
-	Dir      string `json:"dir"`
+	Dir string `json:"dir"`
+	// Broker is the broker tested (BrokerWeir, BrokerKafka).
+	Broker   string `json:"broker"`
 	Workload string `json:"workload"`
 	Seed     int64  `json:"seed"`
 	// Nemeses are the families asked for; Unavailable says why each one that could not run
@@ -82,7 +84,7 @@ func Run(ctx context.Context, cfg RunConfig) (Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return Report{}, err
 	}
-	rep := Report{Dir: cfg.Dir, Workload: cfg.Workload, Seed: cfg.Seed, Nemeses: cfg.Nemeses, Unavailable: map[string]string{}}
+	rep := Report{Dir: cfg.Dir, Broker: cfg.Broker, Workload: cfg.Workload, Seed: cfg.Seed, Nemeses: cfg.Nemeses, Unavailable: map[string]string{}}
 	if cfg.Network != nil {
 		rep.Network = cfg.Network.Method()
 	}
@@ -99,7 +101,7 @@ func Run(ctx context.Context, cfg RunConfig) (Report, error) {
 		return rep, fmt.Errorf("faults: %w", err)
 	}
 	bin := cfg.Binary
-	if bin == "" {
+	if bin == "" && cfg.Broker == BrokerWeir {
 		var err error
 		if bin, err = testcluster.BuildTags("faults"); err != nil {
 			return rep, fmt.Errorf("faults: %w", err)
@@ -115,17 +117,7 @@ func Run(ctx context.Context, cfg RunConfig) (Report, error) {
 	tcfg := testcluster.Config{
 		Binary: bin, N: cfg.Nodes, Dir: filepath.Join(cfg.Dir, ClusterDir), LogFile: true,
 		StartTimeout: 90 * time.Second,
-		Props: map[string]string{
-			"default.replication.factor":               "3",
-			"min.insync.replicas":                      "2",
-			"offsets.topic.replication.factor":         "3",
-			"offsets.topic.num.partitions":             "3",
-			"transaction.state.log.replication.factor": "3",
-			"transaction.state.log.min.isr":            "2",
-			"transaction.state.log.num.partitions":     "3",
-			"group.initial.rebalance.delay.ms":         "0",
-			"replica.lag.time.max.ms":                  "10000",
-		},
+		Props:        clusterProps(),
 		// Nodes die with the runner, and a terminal's Ctrl-C reaches only the runner.
 		SysProcAttr: func() *syscall.SysProcAttr {
 			return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -134,16 +126,24 @@ func Run(ctx context.Context, cfg RunConfig) (Report, error) {
 	if cfg.Cluster != nil {
 		cfg.Cluster(&tcfg)
 	}
+	if cfg.Broker == BrokerKafka {
+		useKafka(&cfg, &tcfg)
+	}
 	tc, err := testcluster.New(tcfg)
 	if err != nil {
 		return rep, fmt.Errorf("faults: %w", err)
 	}
 	defer tc.StopAll(10*time.Second, nil)
-	cfg.Logger.Info("starting cluster", "dir", tcfg.Dir, "nodes", cfg.Nodes)
+	if cfg.Broker == BrokerKafka {
+		if err := prepareKafka(ctx, &cfg, tc); err != nil {
+			return rep, fmt.Errorf("faults: %w", err)
+		}
+	}
+	cfg.Logger.Info("starting cluster", "broker", cfg.Broker, "dir", tcfg.Dir, "nodes", cfg.Nodes)
 	if err := tc.Start(ctx); err != nil {
 		return rep, fmt.Errorf("faults: start cluster: %w", err)
 	}
-	c, err := newCluster(tc, cfg.Dial)
+	c, err := newCluster(tc, cfg.Dial, cfg.Broker)
 	if err != nil {
 		return rep, fmt.Errorf("faults: %w", err)
 	}

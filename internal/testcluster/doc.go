@@ -12,6 +12,11 @@
 // and Config.DialContext makes the harness's own connections (the busy-port probe, /readyz) from
 // where that address is reachable. The package itself knows nothing of namespaces.
 //
+// Another broker (Apache Kafka, for the fault suite's comparison runs) runs through two hooks:
+// Config.Command gives each node's command line instead of `weir serve --set ...`, and
+// Config.Ready its readiness probe instead of /readyz (the admin port is then still reserved,
+// but nothing need listen on it). Ports, directories, Wrap, signals and output are the same.
+//
 // Decisions:
 //   - Process mode only. The package imports neither broker nor testing: the broker package's own
 //     tests (package broker) can use it without an import cycle, and the weir binary can link it

@@ -27,8 +27,16 @@ const DefaultStartTimeout = 60 * time.Second
 
 // Config says what cluster to start.
 type Config struct {
-	// Binary is the weir binary every node runs (`Binary serve --set ...`); see Build.
+	// Binary is the weir binary every node runs (`Binary serve --set ...`); see Build. Unused
+	// with Command.
 	Binary string
+	// Command, when set, returns node n's argv (program first) instead of Binary and Args: a
+	// broker other than weir, such as Apache Kafka for comparison runs (internal/faults). Its
+	// program must be the broker process itself, so that signals reach it; Wrap applies after.
+	Command func(n *Node) []string
+	// Ready, when set, polls node n's readiness once (nil: ready) instead of its /readyz: for a
+	// Command broker, which has no weir admin listener.
+	Ready func(ctx context.Context, n *Node) error
 	// N is the number of nodes (1 to MaxNodes). Node ids are 1..N; every node is a broker and a
 	// controller quorum voter.
 	N int
@@ -101,7 +109,7 @@ type Node struct {
 
 // New lays out a cluster (ports, directories, command lines) without starting it.
 func New(cfg Config) (*Cluster, error) {
-	if cfg.Binary == "" {
+	if cfg.Binary == "" && cfg.Command == nil {
 		return nil, errors.New("testcluster: no weir binary")
 	}
 	if cfg.N < 1 || cfg.N > MaxNodes {
@@ -188,8 +196,8 @@ func New(cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-// Start starts every node and waits (bounded by ctx and StartTimeout) until each one's /readyz
-// answers 200. On error, nodes already started keep running: call Close.
+// Start starts every node and waits (bounded by ctx and StartTimeout) until each one is ready
+// (ReadyState). On error, nodes already started keep running: call Close.
 func (c *Cluster) Start(ctx context.Context) error {
 	for _, n := range c.nodes {
 		if err := n.Spawn(); err != nil {
@@ -326,7 +334,7 @@ func (n *Node) Args() []string {
 	return args
 }
 
-// Start starts the node's process (again, after an exit) and waits for /readyz.
+// Start starts the node's process (again, after an exit) and waits until it is ready.
 func (n *Node) Start(ctx context.Context) error {
 	if err := n.Spawn(); err != nil {
 		return err
@@ -359,7 +367,12 @@ func (n *Node) Spawn() error {
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return fmt.Errorf("node %d: %w", n.ID, err)
 	}
-	argv := append([]string{n.c.cfg.Binary}, n.Args()...)
+	var argv []string
+	if n.c.cfg.Command != nil {
+		argv = n.c.cfg.Command(n)
+	} else {
+		argv = append([]string{n.c.cfg.Binary}, n.Args()...)
+	}
 	if n.c.cfg.Wrap != nil {
 		argv = n.c.cfg.Wrap(n, argv)
 	}
@@ -537,6 +550,14 @@ func (n *Node) ReadyzState(ctx context.Context) error {
 	return readyz(ctx, n.c.http, n.MetricsAddr())
 }
 
+// ReadyState polls the node's readiness once: Config.Ready when set, else /readyz (ReadyzState).
+func (n *Node) ReadyState(ctx context.Context) error {
+	if n.c.cfg.Ready != nil {
+		return n.c.cfg.Ready(ctx, n)
+	}
+	return n.ReadyzState(ctx)
+}
+
 // listening says whether something accepts TCP connections on addr (a dial within 200 ms
 // succeeds), dialing through Config.DialContext when set.
 func (c *Cluster) listening(addr string) bool {
@@ -592,9 +613,10 @@ func readyz(ctx context.Context, client *http.Client, addr string) error {
 	return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
 }
 
-// WaitReady waits until every node's /readyz answers 200. It fails when a node exits first
-// ("node N exited at start (...)" with the end of its output), when StartTimeout passes
-// ("node(s) 1,2 did not start within ..." with each one's last /readyz answer), or when ctx ends.
+// WaitReady waits until every node is ready (ReadyState: /readyz answers 200). It fails when a
+// node exits first ("node N exited at start (...)" with the end of its output), when
+// StartTimeout passes ("node(s) 1,2 did not start within ..." with each one's last readiness
+// answer), or when ctx ends.
 func (c *Cluster) WaitReady(ctx context.Context, nodes ...*Node) error {
 	within := c.cfg.StartTimeout
 	deadline := time.Now().Add(within)
@@ -615,7 +637,7 @@ func (c *Cluster) WaitReady(ctx context.Context, nodes ...*Node) error {
 				return fmt.Errorf("node %d exited at start (%s); the end of %s:\n%s", n.ID, n.ExitString(), where,
 					LastLines(n.Output(), 20))
 			}
-			err := n.ReadyzState(ctx)
+			err := n.ReadyState(ctx)
 			if err == nil {
 				ready[n] = true
 				continue
@@ -630,7 +652,7 @@ func (c *Cluster) WaitReady(ctx context.Context, nodes ...*Node) error {
 			for _, n := range nodes {
 				if !ready[n] {
 					ids = append(ids, strconv.Itoa(int(n.ID)))
-					why = append(why, fmt.Sprintf("node %d /readyz: %v", n.ID, last[n]))
+					why = append(why, fmt.Sprintf("node %d %s: %v", n.ID, c.probe(), last[n]))
 				}
 			}
 			return fmt.Errorf("node(s) %s did not start within %v (%s)", strings.Join(ids, ","), within, strings.Join(why, "; "))
@@ -641,6 +663,14 @@ func (c *Cluster) WaitReady(ctx context.Context, nodes ...*Node) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// probe names the readiness probe, for errors.
+func (c *Cluster) probe() string {
+	if c.cfg.Ready != nil {
+		return "readiness"
+	}
+	return "/readyz"
 }
 
 // LastLines is the last n lines of s.

@@ -281,6 +281,45 @@ func TestFakeNodesTimeout(t *testing.T) {
 	}
 }
 
+// TestCommandReady: with Config.Command and Config.Ready (another broker than weir) the node runs
+// the command given, without a weir binary, and its readiness is the Ready hook's, not /readyz
+// (which the fake nodes here never pass).
+func TestCommandReady(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(fakeEnv, "1")
+	t.Setenv("FAKE_NEVER_READY", "1")
+	var polls sync.Map // node id -> *atomic.Int32
+	c := tbcluster.New(t, testcluster.Config{N: 2, StartTimeout: 5 * time.Second,
+		Command: func(n *testcluster.Node) []string {
+			return []string{exe, "node.id=" + strconv.Itoa(int(n.ID)), "metrics.listener=" + n.MetricsAddr()}
+		},
+		Ready: func(_ context.Context, n *testcluster.Node) error {
+			v, _ := polls.LoadOrStore(n.ID, new(atomic.Int32))
+			if v.(*atomic.Int32).Add(1) < 3 {
+				return errors.New("not yet")
+			}
+			return nil
+		},
+	})
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes() {
+		if out := n.Output(); !strings.Contains(out, "fake node "+strconv.Itoa(int(n.ID))+" starting") {
+			t.Errorf("node %d output %q", n.ID, out)
+		}
+		if v, _ := polls.Load(n.ID); v == nil || v.(*atomic.Int32).Load() != 3 {
+			t.Errorf("node %d: Ready polled %v times, want 3", n.ID, v)
+		}
+	}
+	if err := c.Node(1).ReadyzState(context.Background()); err == nil {
+		t.Error("/readyz of a never-ready fake node answered 200: readiness did not come from the hook")
+	}
+}
+
 // TestRealCluster starts three real brokers, produces through them, SIGKILLs and restarts one,
 // and pauses another.
 func TestRealCluster(t *testing.T) {

@@ -1,8 +1,10 @@
-// Command faults runs fault runs (internal/faults) against a 3-node weir cluster and writes a
-// summary of them: scripts/faults.sh builds weir and this program and runs it.
+// Command faults runs fault runs (internal/faults) against a 3-node weir cluster, or a 3-node
+// Apache Kafka cluster for comparison, and writes a summary of them: scripts/faults.sh builds
+// weir and this program and runs it.
 //
 //	faults --bin WEIR [--nemesis partition,pause,kill,membership,disk,clock] [--time-limit 300]
 //	       [--runs 1] [--workload queue|txn] [--seed S] [--out DIR]
+//	faults --broker kafka --kafka-libs JARS [...]
 //
 // Each run writes OUT/run-N/ (history.jsonl, verdict.json, report.json, cluster/node-i/weir.log
 // and data); OUT/summary.md is a markdown table of the runs: workload, nemeses, seconds, client
@@ -37,7 +39,9 @@ func main() {
 
 // options are the command line's settings.
 type options struct {
+	broker    string
 	bin       string
+	kafkaLibs string
 	nemeses   []string
 	timeLimit time.Duration
 	runs      int
@@ -52,7 +56,9 @@ func parse(args []string) (options, error) {
 	var o options
 	var nemeses string
 	var seconds int
-	fs.StringVar(&o.bin, "bin", "", "the weir binary (required)")
+	fs.StringVar(&o.broker, "broker", faults.BrokerWeir, "the broker under test: weir, or kafka (Apache Kafka 4.x in KRaft mode, for comparison)")
+	fs.StringVar(&o.bin, "bin", "", "the weir binary (required for --broker weir)")
+	fs.StringVar(&o.kafkaLibs, "kafka-libs", os.Getenv("WEIR_KAFKA_LIBS"), "Kafka's jar folder (or several, ':'-separated), for --broker kafka (default $WEIR_KAFKA_LIBS; scripts/kafka-libs.sh prints one)")
 	fs.StringVar(&nemeses, "nemesis", "pause,kill,membership", "comma-separated nemesis families: "+strings.Join(faults.Families, ","))
 	fs.IntVar(&seconds, "time-limit", 300, "seconds of workload and faults per run")
 	fs.IntVar(&o.runs, "runs", 1, "number of runs")
@@ -66,8 +72,20 @@ func parse(args []string) (options, error) {
 	if fs.NArg() != 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.bin == "" || o.out == "" {
-		return o, fmt.Errorf("--bin and --out are required")
+	switch o.broker {
+	case faults.BrokerWeir:
+		if o.bin == "" {
+			return o, fmt.Errorf("--bin is required for --broker weir")
+		}
+	case faults.BrokerKafka:
+		if o.kafkaLibs == "" {
+			return o, fmt.Errorf("--kafka-libs (or WEIR_KAFKA_LIBS) is required for --broker kafka")
+		}
+	default:
+		return o, fmt.Errorf("unknown --broker %q: want weir or kafka", o.broker)
+	}
+	if o.out == "" {
+		return o, fmt.Errorf("--out is required")
 	}
 	if seconds <= 0 || o.runs <= 0 {
 		return o, fmt.Errorf("--time-limit %d and --runs %d: want positive numbers", seconds, o.runs)
@@ -109,7 +127,9 @@ func run(args []string, stdout io.Writer) error {
 	failed := 0
 	for i := range o.runs {
 		cfg := faults.RunConfig{
+			Broker:    o.broker,
 			Binary:    o.bin,
+			KafkaLibs: o.kafkaLibs,
 			Dir:       filepath.Join(o.out, fmt.Sprintf("run-%d", i+1)),
 			Workload:  o.workload,
 			Nemeses:   o.nemeses,
@@ -172,7 +192,7 @@ func (r row) result() string {
 // summary is the markdown table of the runs, then the nemeses that could not run.
 func summary(o options, rows []row) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Fault runs: workload %s, nemeses %s, %v each\n\n", o.workload, strings.Join(o.nemeses, ","), o.timeLimit)
+	fmt.Fprintf(&b, "# Fault runs: broker %s, workload %s, nemeses %s, %v each\n\n", o.broker, o.workload, strings.Join(o.nemeses, ","), o.timeLimit)
 	b.WriteString("| run | seed | nemeses | seconds | ops ok/fail/info | faults injected | anomalies | max unavailable | dir |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	unavailable := map[string]string{}

@@ -18,8 +18,18 @@ func TestParse(t *testing.T) {
 	if o.timeLimit != 30*time.Second || o.runs != 2 || o.workload != "txn" || o.seed != 7 || strings.Join(o.nemeses, ",") != "partition,pause,kill,disk,clock" {
 		t.Errorf("parsed %+v", o)
 	}
+	if o.broker != faults.BrokerWeir {
+		t.Errorf("default broker %q", o.broker)
+	}
+	t.Setenv("WEIR_KAFKA_LIBS", "")
+	k, err := parse([]string{"--broker", "kafka", "--kafka-libs", "/j/libs", "--out", "/tmp/o"})
+	if err != nil || k.broker != faults.BrokerKafka || k.kafkaLibs != "/j/libs" {
+		t.Errorf("kafka: %+v, %v", k, err)
+	}
 	for _, bad := range [][]string{
 		{"--out", "/tmp/o"},
+		{"--broker", "kafka", "--out", "o"},
+		{"--broker", "redpanda", "--bin", "w", "--out", "o"},
 		{"--bin", "w", "--out", "o", "--nemesis", "flood"},
 		{"--bin", "w", "--out", "o", "--workload", "share"},
 		{"--bin", "w", "--out", "o", "--runs", "0"},
@@ -33,7 +43,7 @@ func TestParse(t *testing.T) {
 // TestSummary: a run's row names what ran, what was injected and what was found, and the
 // nemeses that could not run are listed with why.
 func TestSummary(t *testing.T) {
-	o := options{workload: "queue", nemeses: []string{"pause", "disk"}, timeLimit: time.Minute}
+	o := options{broker: "weir", workload: "queue", nemeses: []string{"pause", "disk"}, timeLimit: time.Minute}
 	rows := []row{
 		{n: 1, rep: faults.Report{Seed: 5, Nemeses: []string{"pause", "disk"}, Unavailable: map[string]string{"disk": "not available yet"},
 			Duration: 70 * time.Second, Total: faults.OpCounts{OK: 10, Fail: 1, Info: 2}, Valid: true,

@@ -37,12 +37,12 @@ func BinaryTags(tb testing.TB, tags ...string) string {
 	return bin
 }
 
-// New lays out cfg's cluster, filling in Binary (built once) and Dir (a tb.TempDir()) when they
-// are empty, and registers the clean-up (kill every node, print logs on failure). It does not
+// New lays out cfg's cluster, filling in Binary (built once; not for a Command cluster) and Dir (a
+// tb.TempDir()) when they are empty, and registers the clean-up (kill every node, print logs on failure). It does not
 // start the nodes.
 func New(tb testing.TB, cfg testcluster.Config) *testcluster.Cluster {
 	tb.Helper()
-	if cfg.Binary == "" {
+	if cfg.Binary == "" && cfg.Command == nil {
 		cfg.Binary = Binary(tb)
 	}
 	if cfg.Dir == "" {
