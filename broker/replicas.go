@@ -517,12 +517,17 @@ func (r *replica) leaderEpoch() (int32, bool) {
 	return r.epoch, r.leading
 }
 
-// isr returns the ISR size for acks=all checks (a single replica: 1).
+// isrSize returns the ISR size for acks=all checks (a single replica: 1).
 func (r *replica) isrSize() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.isrSizeLocked()
+}
+
+// isrSizeLocked is isrSize. Requires r.mu.
+func (r *replica) isrSizeLocked() int {
 	if r.state != nil {
-		return len(r.state.ISR())
+		return r.state.ISRSize()
 	}
 	return len(r.info.ISR)
 }
@@ -535,7 +540,26 @@ func (r *replica) isrSize() int {
 func (r *replica) effectiveMinISR(configured int) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.effectiveMinISRLocked(configured)
+}
+
+// effectiveMinISRLocked is effectiveMinISR. Requires r.mu.
+func (r *replica) effectiveMinISRLocked(configured int) int {
 	return max(1, min(configured, len(r.info.Replicas)))
+}
+
+// appendCheck returns, under one acquisition of r.mu, what a Produce checks before appending
+// (00_produce.go): the leader epoch and whether this broker leads (leaderEpoch), and for acks=all
+// the effective min.insync.replicas of configuredMinISR (effectiveMinISR) and the ISR size
+// (isrSize). Without acksAll, minISR is 1 and isrSize 0 (not counted).
+func (r *replica) appendCheck(acksAll bool, configuredMinISR int) (epoch int32, leading bool, minISR, isrSize int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	minISR = 1
+	if acksAll {
+		minISR, isrSize = r.effectiveMinISRLocked(configuredMinISR), r.isrSizeLocked()
+	}
+	return r.epoch, r.leading, minISR, isrSize
 }
 
 // tick runs the ISR shrink check of every led replicated partition.

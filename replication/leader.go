@@ -209,6 +209,9 @@ func (s *LeaderState) HighWatermark() int64 { return s.hw }
 // ISR returns a copy of the committed ISR.
 func (s *LeaderState) ISR() []int32 { return slices.Clone(s.isr) }
 
+// ISRSize returns the size of the committed ISR (len(ISR()) without the copy).
+func (s *LeaderState) ISRSize() int { return len(s.isr) }
+
 // MaximalISR returns the committed ISR plus any pending additions (KIP-497).
 func (s *LeaderState) MaximalISR() []int32 {
 	out := slices.Clone(s.isr)
