@@ -151,8 +151,32 @@ func controllerPortSecurity(cfg *Config) (*controller.PortSecurity, error) {
 	return ps, nil
 }
 
-// parseBrokerPrincipals parses controller.broker.principals: id=principal;id=principal.
+// parseBrokerPrincipals parses controller.broker.principals: id=principal;id=principal. Its
+// errors name the key.
 func parseBrokerPrincipals(v string) (map[int32]string, error) {
+	m, err := brokerPrincipalMap(v)
+	if err != nil {
+		return nil, fmt.Errorf("controller.broker.principals: %w", err)
+	}
+	return m, nil
+}
+
+// brokerPrincipalsValidator is controller.broker.principals' Valid: the parser the controller
+// port uses (brokerPrincipalMap), so a malformed value stops the start on every broker, also
+// on a single one, whose controller port is never secured and never reads the key.
+type brokerPrincipalsValidator struct{}
+
+func (brokerPrincipalsValidator) check(v string) error {
+	_, err := brokerPrincipalMap(v)
+	return err
+}
+
+func (brokerPrincipalsValidator) String() string {
+	return "<node id>=User:<name>;... (each id and each principal once)"
+}
+
+// brokerPrincipalMap parses id=principal;id=principal (empty: nil).
+func brokerPrincipalMap(v string) (map[int32]string, error) {
 	if strings.TrimSpace(v) == "" {
 		return nil, nil
 	}
@@ -168,15 +192,15 @@ func parseBrokerPrincipals(v string) (map[int32]string, error) {
 		principal = strings.TrimSpace(principal)
 		switch {
 		case !ok || err != nil || id < 0:
-			return nil, fmt.Errorf("controller.broker.principals: %q: expected <node id>=<principal>, e.g. 1=User:broker-1", item)
+			return nil, fmt.Errorf("%q: expected <node id>=<principal>, e.g. 1=User:broker-1", item)
 		case !strings.HasPrefix(principal, "User:") || len(principal) == len("User:"):
-			return nil, fmt.Errorf("controller.broker.principals: %q: the principal must be User:<name>", item)
+			return nil, fmt.Errorf("%q: the principal must be User:<name>", item)
 		}
 		if _, dup := out[int32(id)]; dup {
-			return nil, fmt.Errorf("controller.broker.principals: node id %d is listed twice", id)
+			return nil, fmt.Errorf("node id %d is listed twice", id)
 		}
 		if other, dup := owner[principal]; dup {
-			return nil, fmt.Errorf("controller.broker.principals: %s is listed for brokers %d and %d: give each broker its own principal", principal, other, id)
+			return nil, fmt.Errorf("%s is listed for brokers %d and %d: give each broker its own principal", principal, other, id)
 		}
 		out[int32(id)], owner[principal] = principal, int32(id)
 	}
