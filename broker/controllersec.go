@@ -29,7 +29,8 @@ package broker
 // (controller/requests.go).
 //
 // An unsecured port next to secured clients is refused at start (checkControllerExposure): a
-// cluster with a SASL listener or the authorizer on and a PLAINTEXT controller port starts only
+// cluster with a SASL listener, an SSL listener requiring client certificates
+// (ssl.client.auth=required) or the authorizer on and a PLAINTEXT controller port starts only
 // with controller.network.trusted=true, since whoever reaches the port rewrites the ACLs and
 // SCRAM credentials both protect.
 
@@ -208,7 +209,8 @@ func brokerPrincipalMap(v string) (map[int32]string, error) {
 }
 
 // checkControllerExposure refuses an unsecured controller port (ps nil) on a cluster whose Kafka
-// listeners authenticate clients (SASL) or whose authorizer is on, unless
+// listeners authenticate clients (SASL, or SSL with ssl.client.auth=required, set for every
+// listener or as listener.name.<listener>.ssl.client.auth) or whose authorizer is on, unless
 // controller.network.trusted says only the brokers reach the port: anyone who can reach it can
 // write the ACLs and SCRAM credentials those protect, delete topics, and read every credential
 // from the metadata log.
@@ -235,8 +237,13 @@ func checkControllerExposure(cfg *Config, ps *controller.PortSecurity) error {
 		return err
 	}
 	for _, s := range specs {
-		if p := protos[s.Name]; p == protoSASLPlaintext || p == protoSASLSSL {
+		switch p := protos[s.Name]; {
+		case p == protoSASLPlaintext || p == protoSASLSSL:
 			why = append(why, fmt.Sprintf("listener %s authenticates clients (%s)", s.Name, p))
+		case p == protoSSL && strings.EqualFold(keySSLClientAuth.ForListener(cfg, s.Name), "required"):
+			// The key as listenerTLS reads it for an SSL listener: listener.name.<l>.ssl.client.auth,
+			// else ssl.client.auth.
+			why = append(why, fmt.Sprintf("listener %s authenticates clients (SSL with ssl.client.auth=required)", s.Name))
 		}
 	}
 	if len(why) == 0 {
