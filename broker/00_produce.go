@@ -158,25 +158,27 @@ func handleProduce(b *Broker, r *netio.Request) netio.Reply {
 				var epoch int32
 				var leading bool
 				var ta txnAppend // how a transactional batch is appended (txnverify.go)
+				// acks=all needs the effective min.insync.replicas (capped at the replica count,
+				// replicas.go) in the ISR before the append. One lock of the replica reads the
+				// role, the epoch, the replica count and the ISR.
+				minISR, isrSize := 1, 0
 				if rep != nil {
-					epoch, leading = rep.leaderEpoch()
+					configuredMinISR := 0
+					if req.Acks == -1 {
+						configuredMinISR = keyMinInsyncReplicas.Topic(b.cfg, t.Configs)
+					}
+					epoch, leading, minISR, isrSize = rep.appendCheck(req.Acks == -1, configuredMinISR)
 				}
 				if req.TransactionID != nil {
 					// KIP-890 verification may wait for the transaction coordinator: no other
 					// request's flush round waits behind it (the next append holds again).
 					hold.Release()
 				}
-				// acks=all needs the effective min.insync.replicas (capped at the replica count,
-				// replicas.go) in the ISR before the append.
-				minISR := 1
-				if req.Acks == -1 && rep != nil {
-					minISR = rep.effectiveMinISR(keyMinInsyncReplicas.Topic(b.cfg, t.Configs))
-				}
 				switch {
 				case !leading:
 					err = fmt.Errorf("this broker does not lead %s-%d: %w", t.Name, rp.Partition, kerr.NotLeaderForPartition)
-				case req.Acks == -1 && rep.isrSize() < minISR:
-					err = fmt.Errorf("ISR of %s-%d has %d replicas, min.insync.replicas is %d: %w", t.Name, rp.Partition, rep.isrSize(), minISR, kerr.NotEnoughReplicas)
+				case req.Acks == -1 && isrSize < minISR:
+					err = fmt.Errorf("ISR of %s-%d has %d replicas, min.insync.replicas is %d: %w", t.Name, rp.Partition, isrSize, minISR, kerr.NotEnoughReplicas)
 				case req.TransactionID != nil && b.verifyTxnProduce(*req.TransactionID, tp, rep.log, rp.Records, r.Version, &ta, &err):
 					// KIP-890 (txnverify.go): err says why the batch is refused.
 				default:

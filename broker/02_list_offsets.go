@@ -52,9 +52,7 @@ func handleListOffsets(b *Broker, r *netio.Request) netio.Reply {
 			code := kerr.UnknownTopicOrPartition.Code
 			if ok && rp.Partition >= 0 && rp.Partition < t.Partitions {
 				code = kerr.NotLeaderForPartition.Code
-				if rp := b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition}); rp != nil {
-					rep = rp
-				}
+				rep = b.rm.get(engine.TopicPartition{Topic: t.Name, Partition: rp.Partition})
 				if rep != nil {
 					epoch := int32(-1)
 					if r.Version >= 4 {

@@ -24,6 +24,8 @@ func TestClassifyAlterPartitionError(t *testing.T) {
 	}{
 		{fmt.Errorf("t-0: replica 3 is fenced: %w", kerr.IneligibleReplica), alterAbort},
 		{kerr.OperationNotAttempted, alterAbort},
+		{fmt.Errorf("broker 2 is registered by another principal than User:x: %w", kerr.ClusterAuthorizationFailed), alterRefused},
+		{kerr.PolicyViolation, alterRefused},
 		{fmt.Errorf("t-0: partition epoch 6, current 7: %w", kerr.InvalidUpdateVersion), alterAwait},
 		{kerr.FencedLeaderEpoch, alterAwait},
 		{kerr.NotLeaderForPartition, alterAwait},
@@ -37,6 +39,53 @@ func TestClassifyAlterPartitionError(t *testing.T) {
 		if got := classifyAlterPartitionError(c.err); got != c.want {
 			t.Errorf("%v: outcome %d, want %d", c.err, got, c.want)
 		}
+	}
+}
+
+// TestAlterPartitionRetryBackoff: the pause before a change whose outcome is unknown is sent
+// again starts between half and all of alterPartitionRetryBackoffInitial, doubles per attempt and
+// stays within alterPartitionRetryBackoffMax, with jitter (never the same pause every time).
+func TestAlterPartitionRetryBackoff(t *testing.T) {
+	for attempt := 1; attempt <= 100; attempt++ {
+		want := alterPartitionRetryBackoffMax
+		if attempt < 16 {
+			want = min(alterPartitionRetryBackoffInitial<<(attempt-1), want)
+		}
+		seen := map[time.Duration]bool{}
+		for range 20 {
+			d := alterPartitionRetryBackoff(attempt)
+			if d < want/2 || d > want {
+				t.Fatalf("attempt %d: pause %v, want within [%v, %v]", attempt, d, want/2, want)
+			}
+			seen[d] = true
+		}
+		if len(seen) < 2 {
+			t.Errorf("attempt %d: the same pause 20 times: no jitter", attempt)
+		}
+	}
+	if alterPartitionRetryBackoffInitial < 100*time.Millisecond || alterPartitionRetryBackoffInitial > 500*time.Millisecond || alterPartitionRetryBackoffMax > 5*time.Second {
+		t.Errorf("backoff from %v to %v", alterPartitionRetryBackoffInitial, alterPartitionRetryBackoffMax)
+	}
+}
+
+// TestWarnLimiter: the first warning passes, then at most one per interval, which reports how
+// many were held back.
+func TestWarnLimiter(t *testing.T) {
+	var l warnLimiter
+	t0 := time.Unix(1_700_000_000, 0)
+	if ok, held := l.allow(t0, 30*time.Second); !ok || held != 0 {
+		t.Fatalf("first warning: %v %d", ok, held)
+	}
+	for i := 1; i <= 5; i++ {
+		if ok, _ := l.allow(t0.Add(time.Duration(i)*5*time.Second), 30*time.Second); ok {
+			t.Fatalf("warning %d, %v after the first, let through", i, time.Duration(i)*5*time.Second)
+		}
+	}
+	if ok, held := l.allow(t0.Add(30*time.Second), 30*time.Second); !ok || held != 5 {
+		t.Fatalf("30 s after the first: %v, %d held back; want through, 5", ok, held)
+	}
+	if ok, _ := l.allow(t0.Add(31*time.Second), 30*time.Second); ok {
+		t.Fatal("a second warning 1 s later let through")
 	}
 }
 

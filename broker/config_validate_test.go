@@ -344,3 +344,34 @@ func TestConfigCompactionLagsConflict(t *testing.T) {
 		t.Fatalf("alter max.compaction.lag.ms below min: error %d, want INVALID_CONFIG", got)
 	}
 }
+
+// TestControllerBrokerPrincipalsRefusedAtStart: a malformed controller.broker.principals stops
+// the start with a message naming the key, on a single broker (no controller port, where the
+// key is otherwise never read) as on a cluster; a well-formed one is accepted.
+func TestControllerBrokerPrincipalsRefusedAtStart(t *testing.T) {
+	for v, want := range map[string]string{
+		"1:User:broker":               "<node id>=<principal>",
+		"x=User:broker":               "<node id>=<principal>",
+		"-1=User:broker":              "<node id>=<principal>",
+		"1=broker":                    "User:<name>",
+		"1=User:":                     "User:<name>",
+		"1=User:a;1=User:b":           "listed twice",
+		"1=User:broker;2=User:broker": "its own principal",
+	} {
+		for _, voters := range []string{"", "1@127.0.0.1:9093"} {
+			props := map[string]string{"controller.broker.principals": v}
+			if voters != "" {
+				props["controller.quorum.voters"] = voters
+			}
+			_, err := NewConfig(props)
+			if err == nil || !strings.HasPrefix(err.Error(), "controller.broker.principals="+v+": ") || !strings.Contains(err.Error(), want) {
+				t.Errorf("controller.broker.principals=%s (voters %q): %v, want an error naming the key and mentioning %q", v, voters, err, want)
+			}
+		}
+	}
+	for _, v := range []string{"1=User:broker-1; 2=User:broker-2", " 1=User:b1 ;"} {
+		if _, err := NewConfig(map[string]string{"controller.broker.principals": v}); err != nil {
+			t.Errorf("controller.broker.principals=%s refused: %v", v, err)
+		}
+	}
+}

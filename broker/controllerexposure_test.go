@@ -12,7 +12,8 @@ import (
 )
 
 // TestControllerPortExposureRefused: a cluster broker (controller.quorum.voters) whose Kafka
-// listener authenticates clients with SASL, or whose authorizer is on, does not start with a
+// listener authenticates clients (SASL, or SSL with ssl.client.auth=required), or whose
+// authorizer is on, does not start with a
 // PLAINTEXT controller port: the error names the keys that secure it and
 // controller.network.trusted, which lets it start. A broker without a controller port (no
 // controller.quorum.voters, make run) starts with SASL and the authorizer as before.
@@ -54,6 +55,10 @@ func TestControllerPortExposureRefused(t *testing.T) {
 	for name, over := range map[string]map[string]string{
 		"SASL listener": nil,
 		"authorizer":    {"listeners": "PLAINTEXT://127.0.0.1:0", "authorizer.class.name": testAuthorizer, "super.users": "User:ANONYMOUS"},
+		// Client certificates authenticate an SSL listener's clients when required, set for
+		// every listener or with the listener's prefix.
+		"SSL listener, ssl.client.auth=required":          {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.client.auth": "required"},
+		"SSL listener, listener.name.ssl.ssl.client.auth": {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "listener.name.ssl.ssl.client.auth": "required"},
 	} {
 		err := start(over)
 		if err == nil {
@@ -68,6 +73,10 @@ func TestControllerPortExposureRefused(t *testing.T) {
 		if err := start(trusted); err != nil {
 			t.Errorf("%s with controller.network.trusted=true: %v", name, err)
 		}
+	}
+	// An SSL listener that does not require client certificates authenticates nobody.
+	if err := start(map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.client.auth": "requested"}); err != nil {
+		t.Errorf("an SSL listener without required client certificates, PLAINTEXT controller port: %v", err)
 	}
 	if err := start(map[string]string{"controller.quorum.voters": ""}); err != nil {
 		t.Errorf("a single broker (no controller port) with a SASL listener: %v", err)

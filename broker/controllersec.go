@@ -29,7 +29,8 @@ package broker
 // (controller/requests.go).
 //
 // An unsecured port next to secured clients is refused at start (checkControllerExposure): a
-// cluster with a SASL listener or the authorizer on and a PLAINTEXT controller port starts only
+// cluster with a SASL listener, an SSL listener requiring client certificates
+// (ssl.client.auth=required) or the authorizer on and a PLAINTEXT controller port starts only
 // with controller.network.trusted=true, since whoever reaches the port rewrites the ACLs and
 // SCRAM credentials both protect.
 
@@ -151,8 +152,32 @@ func controllerPortSecurity(cfg *Config) (*controller.PortSecurity, error) {
 	return ps, nil
 }
 
-// parseBrokerPrincipals parses controller.broker.principals: id=principal;id=principal.
+// parseBrokerPrincipals parses controller.broker.principals: id=principal;id=principal. Its
+// errors name the key.
 func parseBrokerPrincipals(v string) (map[int32]string, error) {
+	m, err := brokerPrincipalMap(v)
+	if err != nil {
+		return nil, fmt.Errorf("controller.broker.principals: %w", err)
+	}
+	return m, nil
+}
+
+// brokerPrincipalsValidator is controller.broker.principals' Valid: the parser the controller
+// port uses (brokerPrincipalMap), so a malformed value stops the start on every broker, also
+// on a single one, whose controller port is never secured and never reads the key.
+type brokerPrincipalsValidator struct{}
+
+func (brokerPrincipalsValidator) check(v string) error {
+	_, err := brokerPrincipalMap(v)
+	return err
+}
+
+func (brokerPrincipalsValidator) String() string {
+	return "<node id>=User:<name>;... (each id and each principal once)"
+}
+
+// brokerPrincipalMap parses id=principal;id=principal (empty: nil).
+func brokerPrincipalMap(v string) (map[int32]string, error) {
 	if strings.TrimSpace(v) == "" {
 		return nil, nil
 	}
@@ -168,15 +193,15 @@ func parseBrokerPrincipals(v string) (map[int32]string, error) {
 		principal = strings.TrimSpace(principal)
 		switch {
 		case !ok || err != nil || id < 0:
-			return nil, fmt.Errorf("controller.broker.principals: %q: expected <node id>=<principal>, e.g. 1=User:broker-1", item)
+			return nil, fmt.Errorf("%q: expected <node id>=<principal>, e.g. 1=User:broker-1", item)
 		case !strings.HasPrefix(principal, "User:") || len(principal) == len("User:"):
-			return nil, fmt.Errorf("controller.broker.principals: %q: the principal must be User:<name>", item)
+			return nil, fmt.Errorf("%q: the principal must be User:<name>", item)
 		}
 		if _, dup := out[int32(id)]; dup {
-			return nil, fmt.Errorf("controller.broker.principals: node id %d is listed twice", id)
+			return nil, fmt.Errorf("node id %d is listed twice", id)
 		}
 		if other, dup := owner[principal]; dup {
-			return nil, fmt.Errorf("controller.broker.principals: %s is listed for brokers %d and %d: give each broker its own principal", principal, other, id)
+			return nil, fmt.Errorf("%s is listed for brokers %d and %d: give each broker its own principal", principal, other, id)
 		}
 		out[int32(id)], owner[principal] = principal, int32(id)
 	}
@@ -184,7 +209,8 @@ func parseBrokerPrincipals(v string) (map[int32]string, error) {
 }
 
 // checkControllerExposure refuses an unsecured controller port (ps nil) on a cluster whose Kafka
-// listeners authenticate clients (SASL) or whose authorizer is on, unless
+// listeners authenticate clients (SASL, or SSL with ssl.client.auth=required, set for every
+// listener or as listener.name.<listener>.ssl.client.auth) or whose authorizer is on, unless
 // controller.network.trusted says only the brokers reach the port: anyone who can reach it can
 // write the ACLs and SCRAM credentials those protect, delete topics, and read every credential
 // from the metadata log.
@@ -211,8 +237,13 @@ func checkControllerExposure(cfg *Config, ps *controller.PortSecurity) error {
 		return err
 	}
 	for _, s := range specs {
-		if p := protos[s.Name]; p == protoSASLPlaintext || p == protoSASLSSL {
+		switch p := protos[s.Name]; {
+		case p == protoSASLPlaintext || p == protoSASLSSL:
 			why = append(why, fmt.Sprintf("listener %s authenticates clients (%s)", s.Name, p))
+		case p == protoSSL && strings.EqualFold(keySSLClientAuth.ForListener(cfg, s.Name), "required"):
+			// The key as listenerTLS reads it for an SSL listener: listener.name.<l>.ssl.client.auth,
+			// else ssl.client.auth.
+			why = append(why, fmt.Sprintf("listener %s authenticates clients (SSL with ssl.client.auth=required)", s.Name))
 		}
 	}
 	if len(why) == 0 {

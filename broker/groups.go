@@ -213,6 +213,11 @@ func (b *Broker) ensureOffsetsTopic() (Topic, error) {
 		}
 		b.groups.ready.Store(false) // deleted meanwhile
 	}
+	const rfKey = "offsets.topic.replication.factor"
+	rf := b.internalTopicRF(offsetsTopic, rfKey, keyOffsetsTopicReplicationFactor.Get(b.cfg)) // internalrf.go
+	if err := b.internalTopicAwaitsBrokers(offsetsTopic, rfKey, rf); err != nil {
+		return Topic{}, err
+	}
 	b.groups.createMu.Lock()
 	defer b.groups.createMu.Unlock()
 	if t, ok := b.topics.get(offsetsTopic); ok {
@@ -221,7 +226,7 @@ func (b *Broker) ensureOffsetsTopic() (Topic, error) {
 		b.groups.ready.Store(true)
 		return t, nil
 	}
-	t, err := b.createTopic(offsetsTopic, int32(keyOffsetsTopicNumPartitions.Get(b.cfg)), -1, nil, map[string]string{
+	t, err := b.createTopic(offsetsTopic, int32(keyOffsetsTopicNumPartitions.Get(b.cfg)), int16(rf), nil, map[string]string{
 		"cleanup.policy": "compact",
 		// Compaction, not time, bounds this topic: keep every segment until the cleaner runs.
 		"retention.ms":  "-1",
@@ -233,7 +238,7 @@ func (b *Broker) ensureOffsetsTopic() (Topic, error) {
 		}
 	}
 	if err != nil {
-		return t, b.internalTopicUnavailable(offsetsTopic, "offsets.topic.replication.factor", b.internalTopicRF(offsetsTopic, "offsets.topic.replication.factor", keyOffsetsTopicReplicationFactor.Get(b.cfg)), err)
+		return t, b.internalTopicUnavailable(offsetsTopic, rfKey, rf, err)
 	}
 	b.groups.ready.Store(true)
 	return t, nil

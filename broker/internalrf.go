@@ -4,9 +4,11 @@ package broker
 // __share_group_state) when one is first created, as in Kafka 4: a cluster creates it with
 // offsets.topic.replication.factor (transaction.state.log.replication.factor,
 // share.coordinator.state.topic.replication.factor) replicas, never fewer. While fewer brokers
-// are registered and unfenced, the controller refuses the creation (INVALID_REPLICATION_FACTOR)
-// and FindCoordinator, and every coordinator API that needs the topic, answer
-// COORDINATOR_NOT_AVAILABLE: clients retry until enough brokers are up. A topic created with
+// are registered and unfenced, FindCoordinator, and every coordinator API that needs the topic,
+// answer COORDINATOR_NOT_AVAILABLE: clients retry until enough brokers are up. Each broker
+// decides so from its own metadata image (internalTopicAwaitsBrokers), without asking the
+// controller; the controller, asked once the image has enough brokers, refuses the creation too
+// (INVALID_REPLICATION_FACTOR) while its own image has fewer. A topic created with
 // fewer replicas would keep that lower durability for good (its replication factor is not
 // raised when the brokers arrive), so a client arriving before the last broker must not decide
 // it. A cluster of fewer brokers than the default 3 sets the keys to its size (weir dev-cluster
@@ -56,6 +58,33 @@ func (b *Broker) internalTopicUnavailable(name, key string, rf int, err error) e
 		}
 	}
 	return fmt.Errorf("creating %s: %v: %w", name, err, kerr.CoordinatorNotAvailable)
+}
+
+// internalTopicAwaitsBrokers checks, in this broker's metadata image, whether internal topic
+// name can be created with replication factor rf: if it does not exist and fewer brokers are
+// registered and unfenced than rf, the controller would refuse it (INVALID_REPLICATION_FACTOR),
+// so the answer is COORDINATOR_NOT_AVAILABLE (internalTopicUnavailable, with its rate-limited
+// warning) without taking the creation lock or sending the controller a CreateTopic: every
+// FindCoordinator, JoinGroup or InitProducerId asks while the cluster is short of brokers. Kafka
+// checks its alive brokers the same way before asking its controller
+// (AutoTopicCreationManager). An image that lags only delays the creation to a later request;
+// the controller decides with its own image once this one has enough brokers.
+func (b *Broker) internalTopicAwaitsBrokers(name, key string, rf int) error {
+	img := b.ctl.Image()
+	if _, exists := img.Topics[name]; exists {
+		return nil
+	}
+	alive := 0
+	for _, bi := range img.Brokers {
+		if !bi.Fenced {
+			alive++
+		}
+	}
+	if alive >= rf {
+		return nil
+	}
+	return b.internalTopicUnavailable(name, key, rf,
+		fmt.Errorf("replication factor %d with %d available brokers in this broker's metadata: %w", rf, alive, kerr.InvalidReplicationFactor))
 }
 
 // internalRFWarnEvery bounds how often the wait for brokers is logged per internal topic (every

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 // __consumer_offsets nor __transaction_state is created with fewer replicas: FindCoordinator
 // answers COORDINATOR_NOT_AVAILABLE (clients retry), as Kafka does until enough brokers are
 // registered, and an OffsetCommit sent anyway is not accepted (TestClusterInternalTopicsWaitForBrokers
-// shows the coordinator found once the third broker arrives).
+// shows the coordinator found once the third broker arrives). The answer is decided from the
+// local metadata image, without asking the controller to create the topic (Kafka's
+// AutoTopicCreationManager checks the alive brokers first too).
 func TestInternalTopicsWaitForReplicationFactor(t *testing.T) {
 	brokers := startInprocCluster(t, 2, nil)
 	cl := validateTestClient(t, brokers[0])
@@ -50,6 +53,46 @@ func TestInternalTopicsWaitForReplicationFactor(t *testing.T) {
 			t.Fatalf("transaction coordinator with 2 of 3 brokers: %v, want COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(code))
 		}
 	}
+	// The answer comes from the local image's count of unfenced brokers, without a CreateTopic
+	// request to the controller: it does not wait for the creation locks (held here), under
+	// which that request is made.
+	b1 := brokers[0]
+	for _, b := range brokers {
+		if b.nodeID == 1 {
+			b1 = b
+		}
+	}
+	locks := []*sync.Mutex{&b1.groups.createMu, &b1.txns.createMu, &b1.shareCoord.createMu}
+	for _, mu := range locks {
+		mu.Lock()
+	}
+	var unlockOnce sync.Once
+	unlock := func() {
+		unlockOnce.Do(func() {
+			for _, mu := range locks {
+				mu.Unlock()
+			}
+		})
+	}
+	defer unlock()
+	for _, c := range []struct {
+		keyType int8
+		key     string
+	}{{0, "g"}, {1, "txn"}, {2, "g:AAAAAAAAAAAAAAAAAAAAAA:0"}} {
+		qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorType, req.CoordinatorKeys = c.keyType, []string{c.key}
+		resp, err := req.RequestWith(qctx, cl.Broker(1))
+		qcancel()
+		if err != nil {
+			t.Fatalf("coordinator type %d with 2 of 3 brokers and the creation lock held: %v (it asked the controller)", c.keyType, err)
+		}
+		if code := resp.Coordinators[0].ErrorCode; code != kerr.CoordinatorNotAvailable.Code {
+			t.Fatalf("coordinator type %d with 2 of 3 brokers: %v, want COORDINATOR_NOT_AVAILABLE", c.keyType, kerr.ErrorForCode(code))
+		}
+	}
+	unlock()
+
 	if r, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 2, nil, "data"); err != nil || r.Err != nil {
 		t.Fatal(err, r.Err)
 	}

@@ -21,6 +21,7 @@ package broker
 // watermark and the leader epoch they appended under.
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -54,8 +55,16 @@ type replicaManager struct {
 	// at, and look up and check again once gen moved.
 	gen atomic.Uint64
 
-	quit chan struct{}
-	wg   sync.WaitGroup
+	// quit is closed, and ctx cancelled, when close begins. wg counts the goroutines close waits
+	// for: the image watcher, the ISR check and the AlterPartition senders (alterpartition.go).
+	quit   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// sendersMu orders starting an AlterPartition sender against close: a sender is added to wg
+	// under it only while quit is open, and close closes quit under it, so its wg.Wait never
+	// races an Add. Taken under a replica's mu; nothing is taken under it.
+	sendersMu sync.Mutex
 
 	// createFailures counts replica logs this broker could not create (metrics).
 	createFailures atomic.Int64
@@ -101,6 +110,9 @@ type replica struct {
 	epochStart int64
 	state      *replication.LeaderState // leaders of replicated partitions
 	stopWatch  chan struct{}
+	// alterRetryWarn limits the AlterPartition senders' warnings about changes sent again
+	// (alterpartition.go) to one per alterPartitionRetryWarnEvery for this partition.
+	alterRetryWarn warnLimiter
 
 	// Replication throttles (KIP-73), from the topic's leader.replication.throttled.replicas
 	// and follower.replication.throttled.replicas naming this broker's replica (set by
@@ -110,6 +122,7 @@ type replica struct {
 
 func newReplicaManager(b *Broker) *replicaManager {
 	rm := &replicaManager{b: b, parts: map[engine.TopicPartition]*replica{}, quit: make(chan struct{})}
+	rm.ctx, rm.cancel = context.WithCancel(context.Background())
 	rm.fetchers = replication.NewFetchers(replication.FetcherConfig{
 		NodeID:            b.nodeID,
 		Addr:              b.replicaAddr,
@@ -163,12 +176,16 @@ func (rm *replicaManager) start() {
 }
 
 func (rm *replicaManager) close() {
+	rm.sendersMu.Lock()
 	select {
 	case <-rm.quit:
+		rm.sendersMu.Unlock()
 		return
 	default:
 	}
 	close(rm.quit)
+	rm.sendersMu.Unlock()
+	rm.cancel()
 	rm.wg.Wait()
 	rm.fetchers.Close()
 	rm.mu.Lock()
@@ -517,12 +534,17 @@ func (r *replica) leaderEpoch() (int32, bool) {
 	return r.epoch, r.leading
 }
 
-// isr returns the ISR size for acks=all checks (a single replica: 1).
+// isrSize returns the ISR size for acks=all checks (a single replica: 1).
 func (r *replica) isrSize() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.isrSizeLocked()
+}
+
+// isrSizeLocked is isrSize. Requires r.mu.
+func (r *replica) isrSizeLocked() int {
 	if r.state != nil {
-		return len(r.state.ISR())
+		return r.state.ISRSize()
 	}
 	return len(r.info.ISR)
 }
@@ -535,7 +557,26 @@ func (r *replica) isrSize() int {
 func (r *replica) effectiveMinISR(configured int) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.effectiveMinISRLocked(configured)
+}
+
+// effectiveMinISRLocked is effectiveMinISR. Requires r.mu.
+func (r *replica) effectiveMinISRLocked(configured int) int {
 	return max(1, min(configured, len(r.info.Replicas)))
+}
+
+// appendCheck returns, under one acquisition of r.mu, what a Produce checks before appending
+// (00_produce.go): the leader epoch and whether this broker leads (leaderEpoch), and for acks=all
+// the effective min.insync.replicas of configuredMinISR (effectiveMinISR) and the ISR size
+// (isrSize). Without acksAll, minISR is 1 and isrSize 0 (not counted).
+func (r *replica) appendCheck(acksAll bool, configuredMinISR int) (epoch int32, leading bool, minISR, isrSize int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	minISR = 1
+	if acksAll {
+		minISR, isrSize = r.effectiveMinISRLocked(configuredMinISR), r.isrSizeLocked()
+	}
+	return r.epoch, r.leading, minISR, isrSize
 }
 
 // tick runs the ISR shrink check of every led replicated partition.

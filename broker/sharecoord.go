@@ -121,6 +121,10 @@ func (b *Broker) ensureShareStateTopic() (Topic, error) {
 		}
 		b.shareCoord.ready.Store(false)
 	}
+	rf := b.internalTopicRF(shareStateTopic, "share.coordinator.state.topic.replication.factor", keyShareStateReplicationFactor.Get(b.cfg)) // internalrf.go
+	if err := b.internalTopicAwaitsBrokers(shareStateTopic, "share.coordinator.state.topic.replication.factor", rf); err != nil {
+		return Topic{}, err
+	}
 	b.shareCoord.createMu.Lock()
 	defer b.shareCoord.createMu.Unlock()
 	if t, ok := b.topics.get(shareStateTopic); ok {
@@ -128,7 +132,6 @@ func (b *Broker) ensureShareStateTopic() (Topic, error) {
 		b.shareCoord.ready.Store(true)
 		return t, nil
 	}
-	rf := b.internalTopicRF(shareStateTopic, "share.coordinator.state.topic.replication.factor", keyShareStateReplicationFactor.Get(b.cfg)) // internalrf.go
 	minISR := min(keyShareStateMinISR.Get(b.cfg), rf)
 	t, err := b.createTopic(shareStateTopic, int32(keyShareStateNumPartitions.Get(b.cfg)), int16(rf), nil, map[string]string{
 		"cleanup.policy":      "compact",

@@ -205,6 +205,10 @@ func (b *Broker) ensureTxnStateTopic() (Topic, error) {
 		}
 		b.txns.ready.Store(false)
 	}
+	rf := b.internalTopicRF(txnStateTopic, "transaction.state.log.replication.factor", keyTxnStateReplicationFactor.Get(b.cfg)) // internalrf.go
+	if err := b.internalTopicAwaitsBrokers(txnStateTopic, "transaction.state.log.replication.factor", rf); err != nil {
+		return Topic{}, err
+	}
 	b.txns.createMu.Lock()
 	defer b.txns.createMu.Unlock()
 	if t, ok := b.topics.get(txnStateTopic); ok {
@@ -212,7 +216,6 @@ func (b *Broker) ensureTxnStateTopic() (Topic, error) {
 		b.txns.ready.Store(true)
 		return t, nil
 	}
-	rf := b.internalTopicRF(txnStateTopic, "transaction.state.log.replication.factor", keyTxnStateReplicationFactor.Get(b.cfg)) // internalrf.go
 	minISR := min(keyTxnStateMinISR.Get(b.cfg), rf)
 	t, err := b.createTopic(txnStateTopic, int32(keyTxnStateNumPartitions.Get(b.cfg)), int16(rf), nil, map[string]string{
 		"cleanup.policy":      "compact",

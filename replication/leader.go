@@ -209,6 +209,9 @@ func (s *LeaderState) HighWatermark() int64 { return s.hw }
 // ISR returns a copy of the committed ISR.
 func (s *LeaderState) ISR() []int32 { return slices.Clone(s.isr) }
 
+// ISRSize returns the size of the committed ISR (len(ISR()) without the copy).
+func (s *LeaderState) ISRSize() int { return len(s.isr) }
+
 // MaximalISR returns the committed ISR plus any pending additions (KIP-497).
 func (s *LeaderState) MaximalISR() []int32 {
 	out := slices.Clone(s.isr)
@@ -241,10 +244,11 @@ func (s *LeaderState) Pending() bool { return s.pending != nil }
 // partitions whose partition epoch changed).
 //
 // ISR members not tracked so far start with an unknown end and their last caught-up time set
-// to the latest time passed in.
-func (s *LeaderState) ApplyPartition(isr []int32, leaderEpoch, partitionEpoch int32) {
+// to the latest time passed in. It reports whether it installed the state (false: stale or
+// already held, nothing changed).
+func (s *LeaderState) ApplyPartition(isr []int32, leaderEpoch, partitionEpoch int32) (installed bool) {
 	if leaderEpoch < s.leaderEpoch || (leaderEpoch == s.leaderEpoch && partitionEpoch <= s.partitionEpoch) {
-		return
+		return false
 	}
 	s.isr = dedupLeaderIDs(isr)
 	s.leaderEpoch = leaderEpoch
@@ -254,6 +258,7 @@ func (s *LeaderState) ApplyPartition(isr []int32, leaderEpoch, partitionEpoch in
 		s.track(id, s.now)
 	}
 	s.maybeIncrementHW()
+	return true
 }
 
 // SetReplicas installs the partition's assigned replicas when they change under the same
