@@ -2,9 +2,11 @@ package faults
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/weir-mq/weir/internal/faults/diskfault"
@@ -27,7 +29,11 @@ import (
 //     segment of a workload partition (or, when that batch is below the recovery point, where
 //     recovery does not check CRCs as in Kafka, 7 bytes are cut off the segment's end instead),
 //     and it is restarted: recovery must truncate the damage and the follower catch up.
-var diskVariants = []string{"sync-eio-leader", "sync-eio-follower", "enospc-leader", "stall-leader", "power-one", "power-all", "corrupt-tail"}
+//   - corrupt-index, corrupt-snapshot: the same with a bit flipped in the position of the last
+//     entry of the newest segment's offset index (which is preallocated: its tail is zeros), or
+//     the newest producer snapshot cut by 7 bytes: recovery must rebuild or drop them.
+var diskVariants = []string{"sync-eio-leader", "sync-eio-follower", "enospc-leader", "stall-leader", "power-one", "power-all",
+	"corrupt-tail", "corrupt-index", "corrupt-snapshot"}
 
 const diskPath = "/faults/disk"
 
@@ -97,19 +103,19 @@ func (n *nemesis) disk(ctx context.Context, f fault) {
 			n.mu.Unlock()
 		}
 		n.end(rf, "power on every node", errors.Join(append(errs, err)...))
-	case "corrupt-tail":
+	case "corrupt-tail", "corrupt-index", "corrupt-snapshot":
 		nd, what, err := n.diskTarget(ctx, p, true)
 		if err != nil {
 			n.skipped(f, err)
 			return
 		}
-		rf := n.begin(f, fmt.Sprintf("damage the log tail of %s/%d on node %d (%s)", n.topic, p, nd.ID, what), nd.ID)
+		rf := n.begin(f, fmt.Sprintf("%s of %s/%d on node %d (%s)", f.Variant, n.topic, p, nd.ID, what), nd.ID)
 		n.markDown(nd.ID)
 		if err := nd.Kill(); err != nil {
 			n.end(rf, "kill failed", err)
 			return
 		}
-		damage, derr := n.damageTail(nd, p)
+		damage, derr := n.damageTail(nd, p, f.Variant)
 		sleepCtx(ctx, min(f.Hold, 5*time.Second))
 		n.end(rf, fmt.Sprintf("%s; restart node %d", damage, nd.ID), errors.Join(derr, n.restart(nd)))
 	default:
@@ -167,9 +173,45 @@ func (n *nemesis) bounce(nd *testcluster.Node) error {
 }
 
 // damageTail flips a bit in the last batch of the stopped node's newest segment of partition
-// p, or cuts 7 bytes off its end when that batch lies below the recovery point.
-func (n *nemesis) damageTail(nd *testcluster.Node, p int32) (string, error) {
+// p, or cuts 7 bytes off its end when that batch lies below the recovery point; for
+// corrupt-index and corrupt-snapshot it cuts the newest offset index or producer snapshot.
+func (n *nemesis) damageTail(nd *testcluster.Node, p int32, variant string) (string, error) {
 	dir := diskfault.PartitionDir(nd.Dir, n.topic, p)
+	switch variant {
+	case "corrupt-index":
+		idx, err := diskfault.Newest(dir, diskfault.IndexSuffix)
+		if err != nil {
+			return "no damage", err
+		}
+		b, err := os.ReadFile(idx)
+		if err != nil {
+			return "no damage", err
+		}
+		last := -1 // the last entry that is not zeros (8 bytes: relative offset, position)
+		for i := 0; i+8 <= len(b); i += 8 {
+			if binary.BigEndian.Uint64(b[i:]) != 0 {
+				last = i
+			}
+		}
+		if last < 0 {
+			return "no damage", fmt.Errorf("%s has no entry", idx)
+		}
+		d, err := diskfault.FlipBit(idx, int64(len(b)-(last+7)-1), 2)
+		if err != nil {
+			return "no damage", err
+		}
+		return d.String(), nil
+	case "corrupt-snapshot":
+		snap, err := diskfault.Newest(dir, diskfault.SnapshotSuffix)
+		if err != nil {
+			return "no damage", err
+		}
+		d, err := diskfault.Truncate(snap, 7)
+		if err != nil {
+			return "no damage", err
+		}
+		return d.String(), nil
+	}
 	seg, err := diskfault.Newest(dir, diskfault.LogSuffix)
 	if err != nil {
 		return "no damage", err
