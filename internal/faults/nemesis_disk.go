@@ -31,7 +31,9 @@ import (
 //     and it is restarted: recovery must truncate the damage and the follower catch up.
 //   - corrupt-index, corrupt-snapshot: the same with a bit flipped in the position of the last
 //     entry of the newest segment's offset index (which is preallocated: its tail is zeros), or
-//     the newest producer snapshot cut by 7 bytes: recovery must rebuild or drop them.
+//     the newest producer snapshot cut by 7 bytes after a clean stop (SIGTERM: the snapshot is
+//     then written at the log end, and the clean start trusts it): the broker must rebuild the
+//     index, and find the snapshot bad and rebuild the producer state from the log.
 var diskVariants = []string{"sync-eio-leader", "sync-eio-follower", "enospc-leader", "stall-leader", "power-one", "power-all",
 	"corrupt-tail", "corrupt-index", "corrupt-snapshot"}
 
@@ -111,8 +113,14 @@ func (n *nemesis) disk(ctx context.Context, f fault) {
 		}
 		rf := n.begin(f, fmt.Sprintf("%s of %s/%d on node %d (%s)", f.Variant, n.topic, p, nd.ID, what), nd.ID)
 		n.markDown(nd.ID)
-		if err := nd.Kill(); err != nil {
-			n.end(rf, "kill failed", err)
+		stop := nd.Kill
+		if f.Variant == "corrupt-snapshot" {
+			// A clean stop writes a producer snapshot at the log end (a SIGKILL before the
+			// first roll leaves none), and a clean start trusts it instead of replaying.
+			stop = func() error { return nd.Terminate(30 * time.Second) }
+		}
+		if err := stop(); err != nil {
+			n.end(rf, "stop failed", err)
 			return
 		}
 		damage, derr := n.damageTail(nd, p, f.Variant)
