@@ -170,6 +170,10 @@ func (n *nemesis) inject(ctx context.Context, f fault) {
 }
 
 func (n *nemesis) pause(ctx context.Context, f fault) {
+	if f.Variant == "leader-isolated" {
+		n.pauseIsolated(ctx, f)
+		return
+	}
 	id, what, err := n.target(ctx, f.Variant, f.Pick)
 	if err != nil {
 		n.skipped(f, err)
@@ -427,4 +431,44 @@ func (n *nemesis) healAll() error {
 	}
 	n.rec.complete(end, typ)
 	return err
+}
+
+// pauseIsolated pauses a partition leader and cuts it off from everyone, resumes it after half
+// the hold while still cut off, and heals the network after the whole hold. Without a Network
+// it is a plain pause of the leader.
+func (n *nemesis) pauseIsolated(ctx context.Context, f fault) {
+	net := n.cfg.Network
+	id, what, err := n.target(ctx, "leader", f.Pick)
+	if err != nil {
+		n.skipped(f, err)
+		return
+	}
+	nd, err := n.node(id)
+	if err != nil {
+		n.skipped(f, err)
+		return
+	}
+	rf := n.begin(f, fmt.Sprintf("pause and isolate node %d (%s); resume it after %v, still isolated; heal after %v",
+		id, what, f.Hold/2, f.Hold), id)
+	if err := nd.Pause(); err != nil {
+		n.end(rf, fmt.Sprintf("pause node %d failed", id), err)
+		return
+	}
+	n.mu.Lock()
+	n.paused[id] = true
+	n.mu.Unlock()
+	var errs []error
+	if net != nil {
+		errs = append(errs, net.Isolate(int(id)))
+	}
+	sleepCtx(ctx, f.Hold/2)
+	errs = append(errs, nd.Continue())
+	n.mu.Lock()
+	delete(n.paused, id)
+	n.mu.Unlock()
+	sleepCtx(ctx, f.Hold-f.Hold/2)
+	if net != nil {
+		errs = append(errs, net.Heal())
+	}
+	n.end(rf, fmt.Sprintf("resumed node %d; network healed", id), errors.Join(errs...))
 }

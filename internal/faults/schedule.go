@@ -7,8 +7,10 @@ import (
 
 // variants are each family's kinds of fault; the scheduler picks one at random per fault.
 var variants = map[string][]string{
-	// SIGSTOP then SIGCONT of a partition leader, the active controller, the group coordinator.
-	NemesisPause: {"leader", "controller", "coordinator"},
+	// SIGSTOP then SIGCONT of a partition leader, the active controller, the group coordinator;
+	// leader-isolated: a leader paused and cut off at once, resumed while still cut off (it wakes
+	// believing it leads and cannot learn otherwise), then healed.
+	NemesisPause: {"leader", "controller", "coordinator", "leader-isolated"},
 	// SIGKILL then restart of a partition leader or the active controller.
 	NemesisKill: {"leader", "controller"},
 	// Through Network: cut a leader or the controller off, a majority/minority split, a bridge, a
